@@ -1,0 +1,1 @@
+"""Your attention lab: one file per piece. Grade it with `grade`."""

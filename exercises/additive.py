@@ -1,0 +1,37 @@
+# Student file, generated from the reference by `grade stubs`: replace each NotImplementedError.
+"""Piece `additive`: Bahdanau's masked additive attention scores and weights."""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from .context import attention_context
+
+
+class BahdanauAttention(nn.Module):
+    """Additive attention: e_i = v^T tanh(W_h h_i + W_s s_{t-1}), alpha = softmax(e) over real tokens."""
+
+    def __init__(self, hidden_dim: int) -> None:
+        super().__init__()
+        self.Wh = nn.Linear(hidden_dim, hidden_dim, bias=False)
+        self.Ws = nn.Linear(hidden_dim, hidden_dim, bias=False)
+        self.v = nn.Linear(hidden_dim, 1, bias=False)
+
+    def forward(
+        self,
+        encoder_outputs: torch.Tensor,
+        decoder_state: torch.Tensor,
+        src_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attend from one decoder state over all encoder states.
+
+        Args:
+            encoder_outputs: (B, T_src, H) encoder states h_i.
+            decoder_state: (B, H) the decoder's previous hidden state s_{t-1}.
+            src_mask: (B, T_src) bool, True at real tokens and False at pads; None means no pads.
+
+        Returns:
+            context: (B, H), the alpha-weighted sum of encoder states (see `attention_context`).
+            alpha: (B, T_src), softmax of the scores; exactly 0 at pads, each row sums to 1.
+        """
+        raise NotImplementedError("piece 'additive': write BahdanauAttention.forward")

@@ -1,0 +1,72 @@
+# Student file, generated from the reference by `grade stubs`: replace each NotImplementedError.
+"""Piece `decoder`: one attentive decoder step, and the seq2seq model under teacher forcing."""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from .additive import BahdanauAttention
+from .encoder import EncoderAll
+
+
+class AttnDecoder(nn.Module):
+    """An LSTMCell decoder that attends over the encoder states before every step."""
+
+    def __init__(self, tgt_vocab: int, embed_dim: int = 128, hidden_dim: int = 256) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(tgt_vocab, embed_dim, padding_idx=0)
+        self.attn = BahdanauAttention(hidden_dim)
+        self.rnn = nn.LSTMCell(embed_dim + hidden_dim, hidden_dim)
+        self.head = nn.Linear(hidden_dim * 2, tgt_vocab)
+
+    def forward_step(
+        self,
+        y_prev: torch.Tensor,
+        state: tuple[torch.Tensor, torch.Tensor],
+        encoder_outputs: torch.Tensor,
+        src_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """Decode one target position.
+
+        Args:
+            y_prev: (B, 1) int64, the previous target token.
+            state: (h_prev, c_prev), each (B, H), the decoder state before this step.
+            encoder_outputs: (B, T_src, H) all encoder states.
+            src_mask: (B, T_src) bool, True at real source tokens.
+
+        Returns:
+            logits: (B, V_tgt), computed from [h; context].
+            (h, c): each (B, H), the new decoder state.
+            alpha: (B, T_src), the attention weights used at this step.
+        """
+        raise NotImplementedError("piece 'decoder': write AttnDecoder.forward_step")
+
+
+class Seq2SeqAttn(nn.Module):
+    """EncoderAll plus AttnDecoder, started from the encoder's final state."""
+
+    def __init__(self, src_vocab: int, tgt_vocab: int, embed_dim: int = 128, hidden_dim: int = 256) -> None:
+        super().__init__()
+        self.encoder = EncoderAll(src_vocab, embed_dim, hidden_dim)
+        self.decoder = AttnDecoder(tgt_vocab, embed_dim, hidden_dim)
+        self.tgt_vocab = tgt_vocab
+
+    def forward(
+        self,
+        src: torch.Tensor,
+        src_mask: torch.Tensor,
+        tgt: torch.Tensor,
+        teacher_forcing_ratio: float = 1.0,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run the decoder over tgt[:, :-1] and predict tgt[:, 1:].
+
+        Args:
+            src: (B, T_src) int64 source ids; src_mask: (B, T_src) bool, True at real tokens.
+            tgt: (B, T_tgt) int64 target ids starting with <sos>.
+            teacher_forcing_ratio: probability of feeding the true previous token (1.0: always).
+
+        Returns:
+            logits: (B, T_tgt - 1, V_tgt), one row per predicted position.
+            alpha: (B, T_tgt - 1, T_src), the attention weights of every step.
+        """
+        raise NotImplementedError("piece 'decoder': write Seq2SeqAttn.forward")

@@ -1,0 +1,6 @@
+"""The attention lab's grader: hidden cases, a pytest plugin and the `grade` command."""
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent

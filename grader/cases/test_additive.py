@@ -1,0 +1,135 @@
+"""Hidden cases for the `additive` piece: BahdanauAttention.forward."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grader import checks
+from grader.cases import util
+
+pytestmark = pytest.mark.piece("additive")
+
+POLARITY = ("src_mask is True at real tokens; masked_fill fills where its mask is True, "
+            "so fill the positions where the mask is False (~src_mask).")
+
+
+def pair_of(sub, ref, H: int):
+    r = ref.additive.BahdanauAttention(H)
+    m = util.build(sub.BahdanauAttention, H, what="BahdanauAttention")
+    checks.copy_weights(m, r, "BahdanauAttention")
+    return m, r
+
+
+def attend(m, enc, s_prev, mask, B: int, T: int, H: int):
+    out = checks.pair(checks.call(m, enc, s_prev, mask, what="BahdanauAttention.forward"), "forward's result (context, alpha)")
+    context = checks.tensor(out[0], "context", (B, H))
+    alpha = checks.tensor(out[1], "alpha", (B, T))
+    return context, alpha
+
+
+def check_alpha(alpha, mask):
+    if alpha.isnan().any():
+        checks.fail("alpha contains NaN: a softmax over a row whose every score is -inf gives NaN. " + POLARITY)
+    pads = alpha.masked_select(~mask)
+    if pads.numel() and pads.abs().max() > 0:
+        if alpha.masked_select(mask).abs().max() == 0:
+            checks.fail("alpha puts all its weight on pads and none on real tokens. " + POLARITY)
+        checks.fail("alpha is not exactly 0 at pad positions: set their scores to -inf before the softmax.")
+    if not checks.is_close(alpha.sum(-1), torch.ones(alpha.size(0))):
+        checks.fail("the rows of alpha do not sum to 1: take the softmax over the source positions (the last dimension).")
+
+
+@pytest.mark.points(3)
+def test_the_lessons_worked_example(sub, ref):
+    m = util.build(sub.BahdanauAttention, 2, what="BahdanauAttention")
+    with torch.no_grad():
+        m.Wh.weight.copy_(torch.eye(2))
+        m.Ws.weight.copy_(torch.eye(2))
+        m.v.weight.copy_(torch.ones(1, 2))
+    enc = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])  # h1, h2, h3
+    s_prev = torch.tensor([[0.5, 0.5]])
+    r = ref.additive.BahdanauAttention(2)
+    r.load_state_dict(m.state_dict())
+    context, alpha = attend(m, enc, s_prev, None, 1, 3, 2)
+    rc, ra = r(enc, s_prev)
+    checks.close(alpha, ra, "alpha in the lesson's worked example",
+                 "Score each h_i with v^T tanh(W_h h_i + W_s s), then softmax over i.", atol=1e-3)
+    checks.close(context, rc, "context in the lesson's worked example",
+                 "The context is the alpha-weighted sum of the encoder states.", atol=1e-3)
+
+
+@pytest.mark.points(3)
+def test_it_matches_the_reference_on_random_weights(sub, ref):
+    s = util.MAIN
+    m, r = pair_of(sub, ref, s.H)
+    n = util.lengths(s)
+    enc, s_prev, mask = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H), util.mask_for(n, s.T)
+    context, alpha = attend(m, enc, s_prev, mask, s.B, s.T, s.H)
+    check_alpha(alpha, mask)
+    rc, ra = r(enc, s_prev, mask)
+    swapped = r(enc.flip(-1), s_prev, mask)[1]  # a reversed feature axis hints at a misplaced transpose
+    if checks.is_close(alpha, swapped):
+        checks.fail("alpha looks computed with a transposed weight; apply self.Wh and self.Ws as layers.")
+    checks.close(alpha, ra, "alpha", "Score with v^T tanh(W_h h_i + W_s s_{t-1}): W_h on the encoder states, W_s on the decoder state.")
+    checks.close(context, rc, "context", "Return the alpha-weighted sum of the encoder states as the context.")
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("s", util.EDGES)
+def test_it_handles_edge_sizes(sub, ref, s):
+    m, r = pair_of(sub, ref, s.H)
+    enc, s_prev = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
+    mask = torch.ones(s.B, s.T, dtype=torch.bool)
+    context, alpha = attend(m, enc, s_prev, mask, s.B, s.T, s.H)
+    rc, ra = r(enc, s_prev, mask)
+    checks.close(alpha, ra, "alpha", "Squeeze only the dimension you added (squeeze(-1)), not every size-1 dimension.")
+    checks.close(context, rc, "context", "Squeeze only the dimension you added, not every size-1 dimension.")
+
+
+@pytest.mark.points(2)
+def test_pad_weights_are_exactly_zero_and_rows_sum_to_one(sub, ref):
+    s = util.MAIN
+    m, _ = pair_of(sub, ref, s.H)
+    n = util.lengths(s)
+    mask = util.mask_for(n, s.T)
+    _, alpha = attend(m, torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H), mask, s.B, s.T, s.H)
+    check_alpha(alpha, mask)
+
+
+@pytest.mark.points(2)
+def test_noise_written_into_pads_leaves_the_context_unchanged(sub, ref):
+    s = util.MAIN
+    m, _ = pair_of(sub, ref, s.H)
+    n = util.lengths(s)
+    mask = util.mask_for(n, s.T)
+    enc, s_prev = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
+    noisy = torch.where(mask[..., None], enc, 100 * torch.randn(s.B, s.T, s.H))
+    context, alpha = attend(m, enc, s_prev, mask, s.B, s.T, s.H)
+    if alpha.isnan().any():
+        checks.fail("alpha contains NaN. " + POLARITY)
+    context2, _ = attend(m, noisy, s_prev, mask, s.B, s.T, s.H)
+    checks.close(context2, context, "the context with noise written into the pad states",
+                 "Pad positions must get exactly zero weight, whatever the encoder wrote there.")
+
+
+@pytest.mark.points(1)
+def test_tensors_follow_the_input_device(sub, ref):
+    s = util.MAIN
+    m, _ = pair_of(sub, ref, s.H)
+    m = m.to("meta")
+    mask = util.mask_for(util.lengths(s), s.T).to("meta")
+    context, alpha = attend(m, torch.randn(s.B, s.T, s.H, device="meta"), torch.randn(s.B, s.H, device="meta"), mask, s.B, s.T, s.H)
+    for name, t in (("context", context), ("alpha", alpha)):
+        if t.device.type != "meta":
+            checks.fail(f"{name} ended up on {t.device.type}; make new tensors on the inputs' device")
+
+
+@pytest.mark.points(0)
+def test_cuda_matches_cpu(sub, ref):
+    dev = util.cuda_or_skip()
+    s = util.MAIN
+    m, r = pair_of(sub, ref, s.H)
+    mask = util.mask_for(util.lengths(s), s.T)
+    enc, s_prev = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
+    context, alpha = attend(m.to(dev), enc.to(dev), s_prev.to(dev), mask.to(dev), s.B, s.T, s.H)
+    checks.close(alpha.cpu(), r(enc, s_prev, mask)[1], "alpha on CUDA", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)

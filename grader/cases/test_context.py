@@ -1,0 +1,78 @@
+"""Hidden cases for the `context` piece: attention_context."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grader import checks
+from grader.cases import util
+
+pytestmark = pytest.mark.piece("context")
+
+
+def inputs(B: int, T: int, H: int, device: str = "cpu"):
+    alpha = torch.softmax(torch.randn(B, T), dim=-1).to(device)  # (B, T)
+    return alpha, torch.randn(B, T, H).to(device)
+
+
+def context_of(sub, alpha, enc):
+    return checks.call(sub.attention_context, alpha, enc, what="attention_context")
+
+
+@pytest.mark.points(3)
+def test_it_is_the_alpha_weighted_sum_of_encoder_states(sub, ref):
+    s = util.MAIN
+    alpha, enc = inputs(s.B, s.T, s.H)
+    got = checks.tensor(context_of(sub, alpha, enc), "context", (s.B, s.H))
+    want = (alpha[..., None] * enc).sum(1)  # (B, H): sum_i alpha_i h_i
+    checks.close(got, want, "context", "Weight each encoder state h_i by alpha_i and sum over the source positions "
+                 "(alpha as (B, 1, T_src) times encoder_outputs (B, T_src, H)).")
+
+
+@pytest.mark.points(1)
+def test_a_one_hot_alpha_picks_one_state(sub, ref):
+    s = util.MAIN
+    enc = torch.randn(s.B, s.T, s.H)
+    pick = torch.randint(0, s.T, (s.B,))
+    alpha = torch.nn.functional.one_hot(pick, s.T).float()
+    got = checks.tensor(context_of(sub, alpha, enc), "context", (s.B, s.H))
+    checks.close(got, enc[torch.arange(s.B), pick], "context for a one-hot alpha",
+                 "With all weight on position i, the context must be exactly h_i of that sentence.")
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("s", util.EDGES)
+def test_it_handles_edge_sizes(sub, ref, s):
+    alpha, enc = inputs(s.B, s.T, s.H)
+    got = checks.tensor(context_of(sub, alpha, enc), "context", (s.B, s.H))
+    checks.close(got, ref.context.attention_context(alpha, enc), "context",
+                 "Squeeze only the dimension you added (squeeze(1)), not every size-1 dimension.")
+
+
+@pytest.mark.points(2)
+def test_it_runs_no_python_loop_over_positions(sub, ref):
+    s = util.MAIN
+    short, long = inputs(s.B, 4, s.H), inputs(s.B, 32, s.H)
+    context_of(sub, *short)  # surface errors as errors before counting
+    n_short = checks.ops(lambda: context_of(sub, *short))
+    n_long = checks.ops(lambda: context_of(sub, *long))
+    if n_long > n_short:
+        checks.fail(f"attention_context runs more tensor operations for longer sentences ({n_short} at T_src=4, "
+                    f"{n_long} at T_src=32): replace the Python loop over positions with one batched product (torch.bmm).")
+
+
+@pytest.mark.points(1)
+def test_tensors_follow_the_input_device(sub, ref):
+    s = util.MAIN
+    got = context_of(sub, *inputs(s.B, s.T, s.H, "meta"))
+    if checks.tensor(got, "context", (s.B, s.H)).device.type != "meta":
+        checks.fail(f"context ended up on {got.device.type}; make new tensors on the inputs' device")
+
+
+@pytest.mark.points(0)
+def test_cuda_matches_cpu(sub, ref):
+    dev = util.cuda_or_skip()
+    s = util.MAIN
+    alpha, enc = inputs(s.B, s.T, s.H)
+    got = context_of(sub, alpha.to(dev), enc.to(dev))
+    checks.close(got.cpu(), ref.context.attention_context(alpha, enc), "context on CUDA", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)

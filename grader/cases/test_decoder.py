@@ -1,0 +1,154 @@
+"""Hidden cases for the `decoder` piece: AttnDecoder.forward_step and Seq2SeqAttn.forward.
+
+The submission's decoder module is graded with the reference encoder and attention underneath it
+(see grader.submission), so only the decoder's own code decides these points.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grader import checks, evaluate, toy, train
+from grader.cases import util
+
+pytestmark = pytest.mark.piece("decoder")
+
+
+def decoder_pair(sub, ref, s: util.Sizes):
+    r = ref.decoder.AttnDecoder(s.V, s.E, s.H)
+    m = util.build(sub.AttnDecoder, s.V, s.E, s.H, what="AttnDecoder")
+    checks.copy_weights(m, r, "AttnDecoder")
+    return m, r
+
+
+def step_inputs(s: util.Sizes, device: str = "cpu"):
+    n = util.lengths(s)
+    y_prev = torch.randint(1, s.V, (s.B, 1))
+    state = (torch.randn(s.B, s.H), torch.randn(s.B, s.H))
+    enc = torch.randn(s.B, s.T, s.H)
+    mask = util.mask_for(n, s.T)
+    return [t.to(device) for t in (y_prev, state[0], state[1], enc, mask)]
+
+
+def run_step(m, y_prev, h, c, enc, mask, s: util.Sizes):
+    out = checks.call(m.forward_step, y_prev, (h, c), enc, mask, what="AttnDecoder.forward_step")
+    if not isinstance(out, tuple) or len(out) != 3:
+        checks.fail("forward_step should return (logits, (h, c), alpha)")
+    logits, state, alpha = out
+    h2, c2 = checks.pair(state, "forward_step's new state (h, c)")
+    checks.tensor(logits, "logits", (s.B, s.V))
+    checks.tensor(h2, "h", (s.B, s.H))
+    checks.tensor(c2, "c", (s.B, s.H))
+    checks.tensor(alpha, "alpha", (s.B, enc.size(1)))
+    return logits, h2, c2, alpha
+
+
+def check_step(m, r, inputs, s: util.Sizes):
+    y_prev, h, c, enc, mask = inputs
+    logits, h2, c2, alpha = run_step(m, y_prev, h, c, enc, mask, s)
+    rl, (rh, rc), ra = r.forward_step(y_prev, (h, c), enc, mask)
+    if not checks.is_close(alpha, ra):
+        for query, name in ((c, "the previous cell state c"), (rh, "the new hidden state h")):
+            if checks.is_close(alpha, r.attn(enc, query, mask)[1]):
+                checks.fail(f"alpha was computed from {name}; attend with the previous hidden state h_(t-1) "
+                            "before running the LSTMCell.")
+        checks.fail("alpha differs from the reference: call self.attn(encoder_outputs, h_prev, src_mask).")
+    checks.close(h2, rh, "the new h", "Feed the LSTMCell the concatenation [embedding of y_prev; context] and the previous (h, c).")
+    checks.close(c2, rc, "the new c", "Feed the LSTMCell the previous (h, c) as its state.")
+    checks.close(logits, rl, "logits", "Compute the logits with self.head on [h; context], the new h first.")
+
+
+@pytest.mark.points(4)
+def test_a_step_matches_the_reference_on_random_weights(sub, ref):
+    s = util.MAIN
+    m, r = decoder_pair(sub, ref, s)
+    check_step(m, r, step_inputs(s), s)
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("s", util.EDGES)
+def test_a_step_handles_edge_sizes(sub, ref, s):
+    m, r = decoder_pair(sub, ref, s)
+    check_step(m, r, step_inputs(s), s)
+
+
+@pytest.mark.points(2)
+def test_gradients_reach_the_attention_parameters(sub, ref):
+    s = util.MAIN
+    m, _ = decoder_pair(sub, ref, s)
+    logits, *_ = run_step(m, *step_inputs(s), s)
+    checks.call(lambda: logits.square().sum().backward(), what="backward through forward_step")
+    for name, p in m.attn.named_parameters():
+        if p.grad is None or not p.grad.abs().sum() > 0:
+            checks.fail(f"no gradient reaches attn.{name}: keep the context in the graph (no .detach(), .item() or "
+                        "torch.no_grad() on the way to the logits).")
+
+
+def model_pair(sub, ref, s: util.Sizes, T_tgt: int):
+    r = ref.decoder.Seq2SeqAttn(s.V, s.V + 2, s.E, s.H)
+    m = util.build(sub.Seq2SeqAttn, s.V, s.V + 2, s.E, s.H, what="Seq2SeqAttn")
+    checks.copy_weights(m, r, "Seq2SeqAttn")
+    n = util.lengths(s)
+    src, mask = util.src_ids(s, n), util.mask_for(n, s.T)
+    tgt = torch.randint(1, s.V + 2, (s.B, T_tgt))
+    return m, r, (src, mask, tgt)
+
+
+def run_model(m, src, mask, tgt, s: util.Sizes):
+    out = checks.pair(checks.call(m, src, mask, tgt, what="Seq2SeqAttn.forward"), "Seq2SeqAttn.forward's result (logits, alpha)")
+    checks.tensor(out[0], "logits", (s.B, tgt.size(1) - 1, s.V + 2))
+    checks.tensor(out[1], "alpha", (s.B, tgt.size(1) - 1, src.size(1)))
+    return out
+
+
+@pytest.mark.points(3)
+def test_the_model_matches_the_reference_under_teacher_forcing(sub, ref):
+    s = util.MAIN
+    m, r, (src, mask, tgt) = model_pair(sub, ref, s, T_tgt=6)
+    logits, alpha = run_model(m, src, mask, tgt, s)
+    rl, ra = r(src, mask, tgt)
+    checks.close(alpha, ra, "alpha", "Start the decoder from the encoder's final (h, c) without the layer dimension, "
+                 "and feed tgt[:, t-1:t] at step t (teacher forcing).")
+    checks.close(logits, rl, "logits", "Row t-1 of the logits must be the prediction for tgt[:, t], from the true previous token.")
+
+
+@pytest.mark.points(1)
+def test_the_model_handles_a_single_sentence(sub, ref):
+    s = util.SINGLE_SENTENCE
+    m, r, (src, mask, tgt) = model_pair(sub, ref, s, T_tgt=4)
+    logits, _ = run_model(m, src, mask, tgt, s)
+    checks.close(logits, r(src, mask, tgt)[0], "logits", "With B = 1, squeeze only the layer dimension of (h, c).")
+
+
+@pytest.mark.points(1)
+def test_tensors_follow_the_input_device(sub, ref):
+    s = util.MAIN
+    m, _, (src, mask, tgt) = model_pair(sub, ref, s, T_tgt=5)
+    m = m.to("meta")
+    logits, alpha = run_model(m, src.to("meta"), mask.to("meta"), tgt.to("meta"), s)
+    for name, t in (("logits", logits), ("alpha", alpha)):
+        if t.device.type != "meta":
+            checks.fail(f"{name} ended up on {t.device.type}; create buffers with device=src.device")
+
+
+@pytest.mark.points(0)
+def test_cuda_matches_cpu(sub, ref):
+    dev = util.cuda_or_skip()
+    s = util.MAIN
+    m, r, (src, mask, tgt) = model_pair(sub, ref, s, T_tgt=5)
+    logits, _ = run_model(m.to(dev), src.to(dev), mask.to(dev), tgt.to(dev), s)
+    checks.close(logits.cpu(), r(src, mask, tgt)[0], "logits on CUDA", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.points(5)
+@pytest.mark.timeout(300)
+def test_trained_by_the_grader_it_translates_length_30_sentences(sub, ref):
+    cfg = train.TrainConfig()
+    torch.manual_seed(cfg.seed)
+    model = util.build(sub.Seq2SeqAttn, len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim, what="Seq2SeqAttn")
+    checks.call(train.train, model, cfg, what="training your Seq2SeqAttn")
+    test30 = [p for p in toy.read_split("test") if len(p[0]) == 30]
+    acc = evaluate.accuracy_by_length(model, test30)[30]
+    if acc < 0.90:
+        checks.fail(f"after the grader's training run your model reaches {acc:.3f} greedy token accuracy at source "
+                    "length 30; it needs 0.90. The other decoder cases point at the step that is off.")

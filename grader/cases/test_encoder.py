@@ -1,0 +1,98 @@
+"""Hidden cases for the `encoder` piece: EncoderAll.forward."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grader import checks
+from grader.cases import util
+
+pytestmark = pytest.mark.piece("encoder")
+
+
+def pair_of(sub, ref, s: util.Sizes):
+    r = ref.encoder.EncoderAll(s.V, s.E, s.H)
+    m = util.build(sub.EncoderAll, s.V, s.E, s.H, what="EncoderAll")
+    checks.copy_weights(m, r, "EncoderAll")
+    return m, r
+
+
+def run(m, src, what="EncoderAll.forward"):
+    out = checks.call(m, src, what=what)
+    out = checks.pair(out, f"{what}'s result (outputs, (h, c))")
+    outputs, state = out
+    h, c = checks.pair(state, f"{what}'s second result (h, c)")
+    return outputs, h, c
+
+
+def check_same(m, r, src, s: util.Sizes):
+    outputs, h, c = run(m, src)
+    checks.tensor(outputs, "outputs", (s.B, src.size(1), s.H))
+    ro, rh, rc = r(src)[0], *r(src)[1]
+    checks.close(outputs, ro, "outputs", "Return the LSTM output at every position: embed, then run self.rnn on the whole sequence.")
+    checks.close(h, rh, "h", "h should be the LSTM's final hidden state, shape (1, B, H).")
+    checks.close(c, rc, "c", "c should be the LSTM's final cell state, shape (1, B, H).")
+
+
+@pytest.mark.points(2)
+def test_it_returns_an_output_for_every_time_step(sub, ref):
+    s = util.MAIN
+    m, _ = pair_of(sub, ref, s)
+    outputs, h, c = run(m, torch.randint(1, s.V, (s.B, s.T)))
+    checks.tensor(outputs, "outputs", (s.B, s.T, s.H))
+    checks.tensor(h, "h", (1, s.B, s.H))
+    checks.tensor(c, "c", (1, s.B, s.H))
+
+
+@pytest.mark.points(3)
+def test_it_matches_the_reference_on_random_weights(sub, ref):
+    s = util.MAIN
+    m, r = pair_of(sub, ref, s)
+    check_same(m, r, torch.randint(1, s.V, (s.B, s.T)), s)
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("s", util.EDGES)
+def test_it_handles_edge_sizes(sub, ref, s):
+    m, r = pair_of(sub, ref, s)
+    check_same(m, r, torch.randint(1, s.V, (s.B, s.T)), s)
+
+
+@pytest.mark.points(2)
+def test_a_padded_row_equals_the_sentence_run_alone(sub, ref):
+    s = util.MAIN
+    m, r = pair_of(sub, ref, s)
+    n = util.lengths(s)
+    src = util.src_ids(s, n)
+    outputs, h, c = run(m, src)
+    checks.tensor(outputs, "outputs", (s.B, s.T, s.H))
+    for b in range(s.B):
+        k = int(n[b])
+        alone, (ha, ca) = r(src[b : b + 1, :k])
+        checks.close(outputs[b, :k], alone[0], "outputs at the real positions of a padded row",
+                     "A sentence's outputs must not depend on the pads after it or on other rows of the batch.")
+        # the lesson's encoder runs over the pads too; packing stops at the last real token: both are fine
+        full_h = r(src)[1][0][:, b]
+        if not (checks.is_close(h[:, b], full_h) or checks.is_close(h[:, b], ha[:, 0])):
+            checks.fail("h of a padded row is neither the state after its pads nor after its last real token.")
+
+
+@pytest.mark.points(1)
+def test_tensors_follow_the_input_device(sub, ref):
+    s = util.MAIN
+    m, _ = pair_of(sub, ref, s)
+    m = m.to("meta")
+    outputs, h, c = run(m, torch.randint(1, s.V, (s.B, s.T)).to("meta"))
+    for name, t in (("outputs", outputs), ("h", h), ("c", c)):
+        if checks.tensor(t, name).device.type != "meta":
+            checks.fail(f"{name} ended up on {t.device.type}; create tensors with device=src.device, not on the default device")
+
+
+@pytest.mark.points(0)
+def test_cuda_matches_cpu(sub, ref):
+    dev = util.cuda_or_skip()
+    s = util.MAIN
+    m, r = pair_of(sub, ref, s)
+    src = torch.randint(1, s.V, (s.B, s.T))
+    outputs, h, c = run(m.to(dev), src.to(dev))
+    checks.close(outputs.cpu(), r(src)[0], "outputs on CUDA", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)

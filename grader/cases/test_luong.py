@@ -1,0 +1,78 @@
+"""Hidden cases for the `luong` piece: LuongDotAttention.forward."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grader import checks
+from grader.cases import util
+from grader.cases.test_additive import POLARITY, check_alpha
+
+pytestmark = pytest.mark.piece("luong")
+
+
+def attend(sub, enc, q, mask):
+    m = util.build(sub.LuongDotAttention, what="LuongDotAttention")
+    out = checks.pair(checks.call(m, enc, q, mask, what="LuongDotAttention.forward"), "forward's result (context, alpha)")
+    B, T, H = enc.shape
+    return checks.tensor(out[0], "context", (B, H)), checks.tensor(out[1], "alpha", (B, T))
+
+
+@pytest.mark.points(3)
+def test_it_matches_the_reference_and_scales_by_sqrt_d(sub, ref):
+    s = util.MAIN
+    enc, q = torch.randn(s.B, s.T, s.H) * 2, torch.randn(s.B, s.H) * 2
+    mask = torch.ones(s.B, s.T, dtype=torch.bool)
+    context, alpha = attend(sub, enc, q, mask)
+    r = ref.luong.LuongDotAttention()
+    d = s.H**0.5
+    # the scores are linear in the query, so scaling it gives the usual mistakes' weights
+    if checks.is_close(alpha, r(enc, q * d, mask)[1]):
+        checks.fail("alpha looks unscaled: divide the dot products by sqrt(d), the square root of the state size.")
+    if checks.is_close(alpha, r(enc, q / d, mask)[1]):
+        checks.fail("alpha looks divided by d: divide the dot products by sqrt(d), not by d.")
+    rc, ra = r(enc, q, mask)
+    checks.close(alpha, ra, "alpha", "Score each encoder state by its dot product with the decoder state, / sqrt(d), softmax over positions.")
+    checks.close(context, rc, "context", "The context is the alpha-weighted sum of the encoder states.")
+
+
+@pytest.mark.points(2)
+def test_pads_get_exactly_zero_weight(sub, ref):
+    s = util.MAIN
+    n = util.lengths(s)
+    mask = util.mask_for(n, s.T)
+    enc, q = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
+    context, alpha = attend(sub, enc, q, mask)
+    check_alpha(alpha, mask)
+    noisy = torch.where(mask[..., None], enc, 100 * torch.randn(s.B, s.T, s.H))
+    checks.close(attend(sub, noisy, q, mask)[0], context, "the context with noise written into the pad states",
+                 "Pad positions must get exactly zero weight. " + POLARITY)
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("s", util.EDGES)
+def test_it_handles_edge_sizes(sub, ref, s):
+    enc, q = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
+    context, alpha = attend(sub, enc, q, None)
+    rc, ra = ref.luong.LuongDotAttention()(enc, q)
+    checks.close(alpha, ra, "alpha", "Squeeze only the dimension you added, not every size-1 dimension.")
+    checks.close(context, rc, "context", "Squeeze only the dimension you added, not every size-1 dimension.")
+
+
+@pytest.mark.points(1)
+def test_tensors_follow_the_input_device(sub, ref):
+    s = util.MAIN
+    mask = util.mask_for(util.lengths(s), s.T).to("meta")
+    context, alpha = attend(sub, torch.randn(s.B, s.T, s.H, device="meta"), torch.randn(s.B, s.H, device="meta"), mask)
+    for name, t in (("context", context), ("alpha", alpha)):
+        if t.device.type != "meta":
+            checks.fail(f"{name} ended up on {t.device.type}; make new tensors on the inputs' device")
+
+
+@pytest.mark.points(0)
+def test_cuda_matches_cpu(sub, ref):
+    dev = util.cuda_or_skip()
+    s = util.MAIN
+    enc, q = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
+    _, alpha = attend(sub, enc.to(dev), q.to(dev), None)
+    checks.close(alpha.cpu(), ref.luong.LuongDotAttention()(enc, q)[1], "alpha on CUDA", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)

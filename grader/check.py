@@ -1,0 +1,62 @@
+"""`grade [PIECE...]`: grade a submission folder piece by piece, each in its own process."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from . import ROOT, manifest, report
+from .pieces import MODULES, PIECES
+from .sandbox import Limits, PieceRun, run_piece
+
+DEFAULT_SEED = "0"
+
+
+def grade(
+    *, submission: Path, pieces: list[str], seed: str, limits: Limits, reference: Path | None = None,
+    progress=None,
+) -> list[PieceRun]:
+    """Grade `pieces` of `submission`; the score is computed here, from the manifest and signed records."""
+    expected = manifest.read()
+    ref = reference or ROOT / "reference"
+    runs = []
+    for piece in pieces:
+        if progress:
+            progress(piece)
+        runs.append(run_piece(piece, expected[piece], submission, ref, seed, limits))
+    return runs
+
+
+def stage(submission: Path, into: Path) -> Path:
+    """Copy the submission's lab files to a private folder: the original is never run in place or changed."""
+    dest = into / "submission"
+    dest.mkdir()
+    for m in MODULES:
+        if (submission / f"{m}.py").is_file():
+            shutil.copyfile(submission / f"{m}.py", dest / f"{m}.py")
+    return dest
+
+
+def main(
+    *, submission: Path, pieces: list[str], fmt: str, seed: str | None, limits: Limits, out: Path | None = None,
+    echo=print,
+) -> int:
+    """Grade and print (or write) the report; returns the exit code: 0 all passed, 1 some failed."""
+    seed = seed or os.environ.get("ATTNLAB_SEED") or DEFAULT_SEED
+    selected = pieces or list(PIECES)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="attnlab-sub-") as tmp:
+        runs = grade(submission=stage(submission, Path(tmp)), pieces=selected, seed=seed, limits=limits)
+    seconds = round(time.perf_counter() - start, 2)
+    if fmt == "json":
+        text = report.to_json(runs, seconds=seconds)
+    else:
+        text = report.to_text(runs, str(submission)) + f"  ({seconds:.1f} s)"
+    if out:
+        out.write_text(text + "\n")
+    else:
+        echo(text)
+    failed = any(not c.passed and not c.skipped for r in runs for c in r.cases)
+    return 1 if failed else 0

@@ -1,0 +1,86 @@
+"""The `grade` command: thin click wrappers around one module per verb."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .pieces import MODULES, PIECES
+from .sandbox import Limits
+
+
+class LabGroup(click.Group):
+    """`grade PIECE...` and `grade --format json` go to the default verb, `check`."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
+            args = ["check", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=LabGroup)
+def cli() -> None:
+    """Grade the attention lab. `grade` alone grades ./exercises; `grade encoder luong` grades two pieces."""
+
+
+def _submission(path: Path) -> Path:
+    if not path.exists():
+        raise click.BadParameter(f"{path} does not exist; pass the folder that holds your encoder.py, additive.py, ...", param_hint="--submission")
+    if not path.is_dir():
+        raise click.BadParameter(f"{path} is a file; pass the folder laid out like exercises/", param_hint="--submission")
+    if not any((path / f"{m}.py").is_file() for m in MODULES):
+        raise click.BadParameter(f"{path} holds none of the lab's files ({', '.join(m + '.py' for m in MODULES)})", param_hint="--submission")
+    return path.resolve()
+
+
+@cli.command()
+@click.argument("pieces", nargs=-1)
+@click.option("--submission", "-s", type=click.Path(path_type=Path), default=Path("exercises"), show_default=True,
+              help="Folder laid out like exercises/ to grade.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text: a table per piece with hints; json: score, max_score and pieces.")
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Write the report here instead of stdout.")
+@click.option("--seed", default=None, help="Hidden seed for the cases' random inputs (or ATTNLAB_SEED); instructors rotate it.")
+@click.option("--case-timeout", type=float, default=Limits.case_timeout, show_default=True, help="Seconds one case may run.")
+@click.option("--piece-timeout", type=float, default=Limits.piece_timeout, show_default=True, help="Seconds one piece's process may run.")
+@click.option("--memory-gb", type=float, default=Limits.memory_gb, show_default=True, help="Address-space cap of each piece's process.")
+def check(pieces: tuple[str, ...], submission: Path, fmt: str, out: Path | None, seed: str | None,
+          case_timeout: float, piece_timeout: float, memory_gb: float) -> None:
+    """Grade PIECES (default: all) of a submission."""
+    from . import check as verb
+
+    unknown = [p for p in pieces if p not in PIECES]
+    if unknown:
+        raise click.BadParameter(f"no piece named {', '.join(unknown)}; pieces are {', '.join(PIECES)}", param_hint="PIECES")
+    code = verb.main(submission=_submission(submission), pieces=list(dict.fromkeys(pieces)), fmt=fmt, seed=seed,
+                     limits=Limits(case_timeout, piece_timeout, memory_gb), out=out,
+                     echo=lambda text: click.echo(text, color=sys.stdout.isatty()))
+    sys.exit(code)
+
+
+@cli.command()
+def stubs() -> None:
+    """Regenerate exercises/ from reference/ (solution blocks become NotImplementedError)."""
+    from . import stubs as verb
+
+    for path in verb.main():
+        click.echo(f"wrote {path}")
+
+
+@cli.command()
+def manifest() -> None:
+    """Recollect the hidden cases into grader/cases/manifest.json."""
+    from . import manifest as verb
+
+    data = verb.write()
+    click.echo(f"{sum(map(len, data.values()))} cases, {sum(c['points'] for v in data.values() for c in v)} points")
+
+
+@cli.command()
+def data() -> None:
+    """Regenerate the toy task's splits from the seeded generator and print their checksums."""
+    from . import toy
+
+    for split, digest in toy.write_splits().items():
+        click.echo(f"{split}: sha256 {digest}")

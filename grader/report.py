@@ -1,0 +1,80 @@
+"""Turn piece runs into the report formats: a table for people and JSON for machines."""
+from __future__ import annotations
+
+import json
+import re
+
+from .sandbox import PieceRun
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u2028\u2029]|\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def safe(text: str, limit: int = 300) -> str:
+    """One line of untrusted text, escaped so it can neither start a workflow command nor a fake report."""
+    text = _CONTROL.sub("?", text.replace("\r", " ").replace("\n", " ").replace("\t", " "))
+    text = text.replace("::", ": :")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def title(case: str) -> str:
+    """`test_it_handles_edge_sizes[B=1]` -> `it handles edge sizes [B=1]`."""
+    name, _, param = case.partition("[")
+    name = name.removeprefix("test_").replace("_", " ")
+    return f"{name} [{param}" if param else name
+
+
+def piece_score(run: PieceRun) -> tuple[int, int]:
+    return sum(c.points for c in run.cases if c.passed), sum(c.points for c in run.cases)
+
+
+def as_dict(runs: list[PieceRun], **meta) -> dict:
+    pieces = []
+    for run in runs:
+        got, top = piece_score(run)
+        pieces.append({
+            "name": run.name,
+            "score": got,
+            "max_score": top,
+            "seconds": round(run.seconds, 2),
+            "cases": [
+                {"name": c.name, "passed": c.passed, "points": c.points if c.passed else 0, "max_points": c.points,
+                 "skipped": c.skipped, "message": safe(c.message), "duration": round(c.duration, 3)}
+                for c in run.cases
+            ],
+            "flags": [safe(f) for f in run.flags],
+        })
+    return {
+        "score": sum(p["score"] for p in pieces),
+        "max_score": sum(p["max_score"] for p in pieces),
+        "pieces": pieces,
+        **meta,
+    }
+
+
+def to_json(runs: list[PieceRun], **meta) -> str:
+    return json.dumps(as_dict(runs, **meta), indent=2)
+
+
+def to_text(runs: list[PieceRun], source: str, color: bool = False) -> str:
+    ok, bad = ("\x1b[32m✓\x1b[0m", "\x1b[31m✗\x1b[0m") if color else ("✓", "✗")
+    lines = [f"Attention lab: grading {source}", ""]
+    for run in runs:
+        got, top = piece_score(run)
+        failed = [c for c in run.cases if not c.passed and not c.skipped]
+        lines.append(f"{ok if not failed else bad} {run.name:<11} {got:>3}/{top:<3}")
+        messages = {c.message for c in failed}
+        if failed and len(messages) == 1 and len(failed) == len([c for c in run.cases if c.points]):
+            lines.append(f"    {safe(failed[0].message)}")  # one cause sank every case: say it once
+        else:
+            for c in failed:
+                lines.append(f"    {bad} {title(c.name)} ({c.points} pt{'s' if c.points != 1 else ''}): {safe(c.message)}")
+        for c in run.cases:
+            if c.skipped:
+                lines.append(f"    - {title(c.name)}: {safe(c.message)}")
+        if run.output.strip():
+            lines.append("    your code printed (last lines):")
+            lines += [f"    | {safe(ln, 160)}" for ln in run.output.strip().splitlines()[-8:]]
+    total = sum(piece_score(r)[0] for r in runs)
+    top = sum(piece_score(r)[1] for r in runs)
+    lines += ["", f"Total: {total}/{top}"]
+    return "\n".join(lines)

@@ -1,0 +1,157 @@
+"""Run one piece's hidden cases in a child process and turn its signed records into case results.
+
+Everything the submission can touch lives in the child; this module only reads the records
+(verifying each signature), so a crash, hang, exit or tamper attempt costs that piece alone.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import resource
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import ROOT
+from .manifest import CASES_DIR
+
+OUTPUT_LIMIT = 4000  # characters of a piece's stdout/stderr kept for the report
+
+
+@dataclass
+class Limits:
+    """Per-case and per-piece limits; the defaults leave room for the length-30 training case."""
+
+    case_timeout: float = 60.0
+    piece_timeout: float = 420.0
+    memory_gb: float = 6.0
+
+
+@dataclass
+class CaseResult:
+    name: str
+    points: int
+    passed: bool
+    message: str
+    skipped: bool = False
+    duration: float = 0.0
+
+
+@dataclass
+class PieceRun:
+    name: str
+    cases: list[CaseResult]
+    output: str = ""
+    seconds: float = 0.0
+    status: str = "ok"  # ok | timeout | crashed | exited
+    flags: list[str] = field(default_factory=list)
+
+
+def _limit_child(memory_gb: float) -> None:
+    os.setsid()  # its own process group, so a timeout can kill whatever it spawned
+    cap = int(memory_gb * 2**30)
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    except (ValueError, OSError):
+        pass  # not every OS allows it; the wall-clock limit still holds
+
+
+def run_piece(
+    piece: str, expected: list[dict], submission: Path, reference: Path, seed: str, limits: Limits
+) -> PieceRun:
+    """Run `piece`'s cases in a fresh process and return one result per expected case."""
+    key = secrets.token_hex(32)
+    with tempfile.TemporaryDirectory(prefix="attnlab-") as tmp:
+        records = Path(tmp) / "records.jsonl"
+        ini = Path(tmp) / "pytest.ini"
+        ini.write_text(f"[pytest]\ntimeout = {limits.case_timeout:g}\ntimeout_method = signal\n")
+        out_path = Path(tmp) / "output.txt"
+        cmd = [
+            sys.executable, "-P", "-m", "pytest", "-p", "grader.plugin", "-p", "pytest_timeout",
+            "-p", "no:cacheprovider", "-p", "no:terminal", "-s", "--rootdir", tmp, "-c", str(ini),
+            "--attnlab-submission", str(submission), "--attnlab-piece", piece, "--attnlab-records", str(records),
+            "--attnlab-seed", seed, "--attnlab-reference", str(reference), str(CASES_DIR / f"test_{piece}.py"),
+        ]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "ATTNLAB", "COV_"))}
+        env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1",
+                   PYTHONHASHSEED="0", OMP_NUM_THREADS="1", MPLBACKEND="Agg")
+        start = time.perf_counter()
+        with open(out_path, "wb") as out:
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, cwd=tmp,
+                                    env=env, preexec_fn=lambda: _limit_child(limits.memory_gb))
+            try:
+                proc.stdin.write(key.encode() + b"\n")
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass
+            status = "ok"
+            try:
+                code = proc.wait(timeout=limits.piece_timeout)
+            except subprocess.TimeoutExpired:
+                status = "timeout"
+                os.killpg(proc.pid, signal.SIGKILL)
+                code = proc.wait()
+        seconds = time.perf_counter() - start
+        got = _read_records(records, key)
+        output = out_path.read_bytes()[-OUTPUT_LIMIT * 4 :].decode("utf-8", "replace")
+    if status == "ok" and code < 0:
+        status = "crashed"
+    why = {
+        "timeout": f"timed out: the piece ran past its {limits.piece_timeout:g} s limit and was stopped",
+        "crashed": f"crashed with signal {-code} ({_signame(-code)})" if code < 0 else "",
+        "ok": f"did not report: the process exited early (exit code {code})",
+    }[status]
+    cases = []
+    for case in expected:
+        rec = got.get(case["case"])
+        if rec is None:
+            cases.append(CaseResult(case["case"], case["points"], False, why))
+            continue
+        skipped = bool(rec.get("skipped")) and case["points"] == 0  # only point-free cases may be skipped
+        passed = bool(rec.get("passed")) and not rec.get("skipped")
+        message = rec.get("message", "") if not passed else ""
+        if rec.get("skipped") and case["points"]:
+            message = "skipped unexpectedly; a case worth points must run"
+        cases.append(CaseResult(case["case"], case["points"], passed, message, skipped, float(rec.get("duration", 0))))
+    if status == "ok" and code not in (0, 1) and all(c.passed for c in cases):
+        status = "exited"
+    flags = sorted({c.message for c in cases if c.message.startswith("the grader blocked")})
+    return PieceRun(piece, cases, _clean_output(output), seconds, status, flags)
+
+
+def _read_records(path: Path, key: str) -> dict[str, dict]:
+    """Records whose signature checks out, by case name; anything else in the file is ignored."""
+    found: dict[str, dict] = {}
+    if not path.exists():
+        return found
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            wrapper = json.loads(line)
+            body, mac = wrapper["record"], wrapper["mac"]
+            want = hmac.new(key.encode(), body.encode(), hashlib.sha256).hexdigest()
+            if not hmac.compare_digest(want, mac):
+                continue
+            rec = json.loads(body)
+            found.setdefault(rec["case"], rec)  # the first record of a case stands
+        except (ValueError, KeyError, TypeError):
+            continue
+    return found
+
+
+def _signame(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return "unknown signal"
+
+
+def _clean_output(text: str) -> str:
+    """The tail of what the submission printed (pytest's own reporter is off in the child)."""
+    return text[-OUTPUT_LIMIT:]

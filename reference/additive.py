@@ -1,0 +1,51 @@
+"""Piece `additive`: Bahdanau's masked additive attention scores and weights."""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from .context import attention_context
+
+
+class BahdanauAttention(nn.Module):
+    """Additive attention: e_i = v^T tanh(W_h h_i + W_s s_{t-1}), alpha = softmax(e) over real tokens."""
+
+    def __init__(self, hidden_dim: int) -> None:
+        super().__init__()
+        self.Wh = nn.Linear(hidden_dim, hidden_dim, bias=False)
+        self.Ws = nn.Linear(hidden_dim, hidden_dim, bias=False)
+        self.v = nn.Linear(hidden_dim, 1, bias=False)
+
+    def forward(
+        self,
+        encoder_outputs: torch.Tensor,
+        decoder_state: torch.Tensor,
+        src_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attend from one decoder state over all encoder states.
+
+        Args:
+            encoder_outputs: (B, T_src, H) encoder states h_i.
+            decoder_state: (B, H) the decoder's previous hidden state s_{t-1}.
+            src_mask: (B, T_src) bool, True at real tokens and False at pads; None means no pads.
+
+        Returns:
+            context: (B, H), the alpha-weighted sum of encoder states (see `attention_context`).
+            alpha: (B, T_src), softmax of the scores; exactly 0 at pads, each row sums to 1.
+        """
+        ### BEGIN SOLUTION
+        # W_h h_i does not change while one sentence is decoded: compute it once per sequence,
+        # not at every decoder step (a third of the training time otherwise).
+        cached = getattr(self, "_keys_of", None)
+        if cached is not None and cached[0] is encoder_outputs and cached[1] == encoder_outputs._version:
+            keys = cached[2]
+        else:
+            keys = self.Wh(encoder_outputs)  # (B, T_src, H)
+            self._keys_of = (encoder_outputs, encoder_outputs._version, keys)
+        query = self.Ws(decoder_state).unsqueeze(1)  # (B, 1, H)
+        scores = self.v(torch.tanh(keys + query)).squeeze(-1)  # (B, T_src)
+        if src_mask is not None:
+            scores = scores.masked_fill(~src_mask, float("-inf"))
+        alpha = torch.softmax(scores, dim=-1)  # (B, T_src)
+        return attention_context(alpha, encoder_outputs), alpha
+        ### END SOLUTION

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from . import ROOT, manifest, report
 from .pieces import MODULES, PIECES
-from .sandbox import Limits, PieceRun, run_piece
+from .sandbox import Limits, PieceRun, Zygote, run_piece
 
 DEFAULT_SEED = "0"
 
@@ -22,17 +22,21 @@ def grade(
     expected = manifest.read()
     ref = reference or ROOT / "reference"
     runs = []
-    for piece in pieces:
-        if progress:
-            progress(piece)
-        runs.append(run_piece(piece, expected[piece], submission, ref, seed, limits))
+    zygote = Zygote()
+    try:
+        for piece in pieces:
+            if progress:
+                progress(piece)
+            runs.append(run_piece(piece, expected[piece], submission, ref, seed, limits, zygote))
+    finally:
+        zygote.close()
     return runs
 
 
 def stage(submission: Path, into: Path) -> Path:
     """Copy the submission's lab files to a private folder: the original is never run in place or changed."""
     dest = into / "submission"
-    dest.mkdir()
+    dest.mkdir(parents=True)
     for m in MODULES:
         if (submission / f"{m}.py").is_file():
             shutil.copyfile(submission / f"{m}.py", dest / f"{m}.py")

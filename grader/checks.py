@@ -53,7 +53,7 @@ def is_close(actual: torch.Tensor, expected: torch.Tensor, atol: float = 1e-5, r
 
 def close(actual: torch.Tensor, expected: torch.Tensor, what: str, hint: str, atol: float = 1e-5, rtol: float = 1e-4) -> None:
     """Fail with `hint` (never the expected values) unless `actual` matches the reference."""
-    tensor(actual, what, tuple(expected.shape))
+    tensor(actual, what, tuple(expected.shape), expected.dtype)
     finite(actual, what)
     if not is_close(actual, expected, atol, rtol):
         err = (actual.detach().double() - expected.detach().double()).abs().max().item()

@@ -45,8 +45,9 @@ def _submission(path: Path) -> Path:
 @click.option("--case-timeout", type=float, default=Limits.case_timeout, show_default=True, help="Seconds one case may run.")
 @click.option("--piece-timeout", type=float, default=Limits.piece_timeout, show_default=True, help="Seconds one piece's process may run.")
 @click.option("--memory-gb", type=float, default=Limits.memory_gb, show_default=True, help="Address-space cap of each piece's process.")
+@click.option("--quick", is_flag=True, help="Leave out the slow length-30 training case.")
 def check(pieces: tuple[str, ...], submission: Path, fmt: str, out: Path | None, seed: str | None,
-          case_timeout: float, piece_timeout: float, memory_gb: float) -> None:
+          case_timeout: float, piece_timeout: float, memory_gb: float, quick: bool) -> None:
     """Grade PIECES (default: all) of a submission."""
     from . import check as verb
 
@@ -54,7 +55,7 @@ def check(pieces: tuple[str, ...], submission: Path, fmt: str, out: Path | None,
     if unknown:
         raise click.BadParameter(f"no piece named {', '.join(unknown)}; pieces are {', '.join(PIECES)}", param_hint="PIECES")
     code = verb.main(submission=_submission(submission), pieces=list(dict.fromkeys(pieces)), fmt=fmt, seed=seed,
-                     limits=Limits(case_timeout, piece_timeout, memory_gb), out=out,
+                     limits=Limits(case_timeout, piece_timeout, memory_gb, quick), out=out,
                      echo=lambda text: click.echo(text, color=sys.stdout.isatty()))
     sys.exit(code)
 
@@ -75,6 +76,16 @@ def manifest() -> None:
 
     data = verb.write()
     click.echo(f"{sum(map(len, data.values()))} cases, {sum(c['points'] for v in data.values() for c in v)} points")
+
+
+@cli.command()
+def artifacts() -> None:
+    """Retrain the small models the cases need (grader/artifacts) from their fixed seeds."""
+    from . import ROOT, artifacts as verb
+    from .submission import load_reference
+
+    for name, digest in verb.build(load_reference(ROOT / "reference").decoder).items():
+        click.echo(f"{name}: sha256 {digest}")
 
 
 @cli.command()

@@ -6,6 +6,10 @@ child never reports on still appears (as failed, with the reason). `grade manife
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 from . import ROOT
@@ -14,34 +18,22 @@ CASES_DIR = ROOT / "grader" / "cases"
 MANIFEST = CASES_DIR / "manifest.json"
 
 
-def collect() -> dict[str, list[dict]]:
-    """Collect the hidden cases with pytest (no submission involved) and group them by piece."""
-    import pytest
-
-    from .pieces import PIECES
-
-    found: dict[str, list[dict]] = {p: [] for p in PIECES}
-
-    class Collector:
-        @pytest.hookimpl(trylast=True)
-        def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-            for item in items:
-                piece, points = item.get_closest_marker("piece"), item.get_closest_marker("points")
-                if piece is None or points is None:
-                    raise pytest.UsageError(f"{item.nodeid} lacks a piece or points marker")
-                found[piece.args[0]].append({"case": item.name, "points": points.args[0]})
-
-    args = ["--collect-only", "-qq", "-p", "no:cacheprovider", "-p", "grader.plugin", str(CASES_DIR)]
-    code = pytest.main(args, plugins=[Collector()])
-    if code != 0:
-        raise RuntimeError(f"collecting the hidden cases failed (pytest exit {code})")
-    return found
+def collect(path: Path) -> dict[str, list[dict]]:
+    """Collect the hidden cases with pytest (no submission involved) into `path`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        ini = Path(tmp) / "pytest.ini"
+        ini.write_text("[pytest]\n")
+        cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "grader.plugin", "-p", "no:cacheprovider",
+               "-c", str(ini), "--rootdir", tmp, "--attnlab-manifest", str(path), str(CASES_DIR)]
+        env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONPATH": str(ROOT)}
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp)
+    if done.returncode != 0:
+        raise RuntimeError(f"collecting the hidden cases failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return read(path)
 
 
 def write(path: Path = MANIFEST) -> dict[str, list[dict]]:
-    data = collect()
-    path.write_text(json.dumps(data, indent=1) + "\n")
-    return data
+    return collect(path)
 
 
 def read(path: Path = MANIFEST) -> dict[str, list[dict]]:

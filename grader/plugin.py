@@ -23,6 +23,8 @@ PIECE_HELP = "the piece whose cases run in this process"
 RECORDS_HELP = "file that receives one signed JSON record per case"
 SEED_HELP = "hidden seed every case's random inputs derive from (instructors rotate it)"
 REFERENCE_HELP = "folder holding the reference solution"
+MANIFEST_HELP = "write every collected case's piece, points and slowness to this JSON file"
+QUICK_HELP = "skip the cases marked slow (the length-30 training run)"
 
 state_key = pytest.StashKey[dict]()
 _outcomes_key = pytest.StashKey[list]()
@@ -36,12 +38,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--attnlab-records", default=None, help=RECORDS_HELP)
     group.addoption("--attnlab-reference", default=None, help=REFERENCE_HELP)
     group.addoption("--attnlab-seed", default=None, help=SEED_HELP)
+    group.addoption("--attnlab-manifest", default=None, help=MANIFEST_HELP)
+    group.addoption("--attnlab-quick", action="store_true", default=False, help=QUICK_HELP)
     parser.addini("attnlab_seed", SEED_HELP, default="0")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "piece(name): the lab piece this case grades (encoder, additive, context, luong, decoder, evaluation)")
     config.addinivalue_line("markers", "points(n): the points this case is worth when it passes")
+    config.addinivalue_line("markers", "slow: the case trains a model; `grade --quick` leaves it out")
     sub = config.getoption("--attnlab-submission")
     if not sub:
         return
@@ -56,6 +61,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "records": config.getoption("--attnlab-records"),
         "seed": config.getoption("--attnlab-seed") or config.getini("attnlab_seed"),
         "key": key,
+        "quick": config.getoption("--attnlab-quick"),
         "flags": [],
         "reports": {},
         "tainted": [],
@@ -74,6 +80,9 @@ def _state(config: pytest.Config) -> dict | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    out = config.getoption("--attnlab-manifest")
+    if out:
+        _write_manifest(Path(out), items)
     st = _state(config)
     if st is None:
         return
@@ -82,9 +91,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         piece = item.get_closest_marker("piece")
         if piece is None or item.get_closest_marker("points") is None:
             raise pytest.UsageError(f"{item.nodeid} lacks a piece or points marker")
-        if st["piece"] in (None, piece.args[0]):
+        if st["piece"] in (None, piece.args[0]) and not (st["quick"] and item.get_closest_marker("slow")):
             keep.append(item)
     items[:] = keep
+
+
+def _write_manifest(path: Path, items: list[pytest.Item]) -> None:
+    from .pieces import PIECES
+
+    found: dict[str, list[dict]] = {p: [] for p in PIECES}
+    for item in items:
+        piece, points = item.get_closest_marker("piece"), item.get_closest_marker("points")
+        if piece is None or points is None:
+            raise pytest.UsageError(f"{item.nodeid} lacks a piece or points marker")
+        found[piece.args[0]].append(
+            {"case": item.name, "points": points.args[0], "slow": item.get_closest_marker("slow") is not None}
+        )
+    path.write_text(json.dumps(found, indent=1) + "\n")
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ import json
 import os
 import resource
 import secrets
+import select
 import signal
 import subprocess
 import sys
@@ -32,6 +33,7 @@ class Limits:
     case_timeout: float = 60.0
     piece_timeout: float = 420.0
     memory_gb: float = 6.0
+    quick: bool = False  # leave out the slow (training) cases
 
 
 @dataclass
@@ -63,8 +65,83 @@ def _limit_child(memory_gb: float) -> None:
         pass  # not every OS allows it; the wall-clock limit still holds
 
 
+def child_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "ATTNLAB", "COV_"))}
+    env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1",
+               PYTHONHASHSEED="0", OMP_NUM_THREADS="1", MPLBACKEND="Agg")
+    return env
+
+
+class Zygote:
+    """Parent side of grader.zygote: asks it to fork a child per piece and waits with a deadline."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-P", "-m", "grader.zygote"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=child_env(), cwd=tempfile.gettempdir())
+        self.buf = b""
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _line(self, deadline: float | None) -> dict | None:
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.buf:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([fd], [], [], wait)
+            if not ready:
+                return None
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                raise EOFError("the zygote exited")
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return json.loads(line)
+
+    def run(self, argv: list[str], cwd: str, key: str, output: Path, limits: Limits) -> tuple[int, str]:
+        req = {"argv": argv, "cwd": cwd, "key": key, "output": str(output), "memory_gb": limits.memory_gb}
+        self.proc.stdin.write((json.dumps(req) + "\n").encode())
+        self.proc.stdin.flush()
+        pid = self._line(time.monotonic() + 60)["pid"]
+        done = self._line(time.monotonic() + limits.piece_timeout)
+        if done is not None:
+            return done["status"], "ok"
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self._line(None)
+        return -signal.SIGKILL, "timeout"
+
+    def close(self) -> None:
+        if self.alive():
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def _spawn(argv: list[str], cwd: str, key: str, output: Path, limits: Limits) -> tuple[int, str]:
+    """A fresh interpreter per piece: slower to start than the zygote, used when it is unavailable."""
+    with open(output, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-P", "-m", "pytest", *argv], stdin=subprocess.PIPE, stdout=out,
+                                stderr=subprocess.STDOUT, cwd=cwd, env=child_env(),
+                                preexec_fn=lambda: _limit_child(limits.memory_gb))
+        try:
+            proc.stdin.write(key.encode() + b"\n")
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        try:
+            return proc.wait(timeout=limits.piece_timeout), "ok"
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            return proc.wait(), "timeout"
+
+
 def run_piece(
-    piece: str, expected: list[dict], submission: Path, reference: Path, seed: str, limits: Limits
+    piece: str, expected: list[dict], submission: Path, reference: Path, seed: str, limits: Limits,
+    zygote: Zygote | None = None,
 ) -> PieceRun:
     """Run `piece`'s cases in a fresh process and return one result per expected case."""
     key = secrets.token_hex(32)
@@ -73,34 +150,23 @@ def run_piece(
         ini = Path(tmp) / "pytest.ini"
         ini.write_text(f"[pytest]\ntimeout = {limits.case_timeout:g}\ntimeout_method = signal\n")
         out_path = Path(tmp) / "output.txt"
-        cmd = [
-            sys.executable, "-P", "-m", "pytest", "-p", "grader.plugin", "-p", "pytest_timeout",
-            "-p", "no:cacheprovider", "-p", "no:terminal", "-s", "--rootdir", tmp, "-c", str(ini),
-            "--attnlab-submission", str(submission), "--attnlab-piece", piece, "--attnlab-records", str(records),
-            "--attnlab-seed", seed, "--attnlab-reference", str(reference), str(CASES_DIR / f"test_{piece}.py"),
-        ]
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "ATTNLAB", "COV_"))}
-        env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1",
-                   PYTHONHASHSEED="0", OMP_NUM_THREADS="1", MPLBACKEND="Agg")
+        argv = [
+            "-p", "grader.plugin", "-p", "pytest_timeout", "-p", "no:cacheprovider", "-p", "no:terminal", "-s",
+            "--rootdir", tmp, "-c", str(ini), "--attnlab-submission", str(submission), "--attnlab-piece", piece,
+            "--attnlab-records", str(records), "--attnlab-seed", seed, "--attnlab-reference", str(reference),
+            str(CASES_DIR / f"test_{piece}.py"),
+        ] + (["--attnlab-quick"] if limits.quick else [])
         start = time.perf_counter()
-        with open(out_path, "wb") as out:
-            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, cwd=tmp,
-                                    env=env, preexec_fn=lambda: _limit_child(limits.memory_gb))
+        if zygote is not None and zygote.alive():
             try:
-                proc.stdin.write(key.encode() + b"\n")
-                proc.stdin.close()
-            except BrokenPipeError:
-                pass
-            status = "ok"
-            try:
-                code = proc.wait(timeout=limits.piece_timeout)
-            except subprocess.TimeoutExpired:
-                status = "timeout"
-                os.killpg(proc.pid, signal.SIGKILL)
-                code = proc.wait()
+                code, status = zygote.run(argv, tmp, key, out_path, limits)
+            except (EOFError, OSError, TypeError):  # the server died under us: fall back to a fresh process
+                code, status = _spawn(argv, tmp, key, out_path, limits)
+        else:
+            code, status = _spawn(argv, tmp, key, out_path, limits)
         seconds = time.perf_counter() - start
         got = _read_records(records, key)
-        output = out_path.read_bytes()[-OUTPUT_LIMIT * 4 :].decode("utf-8", "replace")
+        output = out_path.read_bytes()[-OUTPUT_LIMIT * 4 :].decode("utf-8", "replace") if out_path.exists() else ""
     if status == "ok" and code < 0:
         status = "crashed"
     why = {
@@ -109,7 +175,7 @@ def run_piece(
         "ok": f"did not report: the process exited early (exit code {code})",
     }[status]
     cases = []
-    for case in expected:
+    for case in (c for c in expected if not (limits.quick and c.get("slow"))):
         rec = got.get(case["case"])
         if rec is None:
             cases.append(CaseResult(case["case"], case["points"], False, why))

@@ -141,6 +141,7 @@ def test_cuda_matches_cpu(sub, ref):
 
 
 @pytest.mark.points(5)
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_trained_by_the_grader_it_translates_length_30_sentences(sub, ref):
     cfg = train.TrainConfig()

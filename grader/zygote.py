@@ -1,0 +1,70 @@
+"""A fork server: imports torch, pytest and the grader once, then forks a fresh child per piece.
+
+It never imports submission code itself, so every child starts from the same clean module state
+(what a new interpreter would have) without paying torch's import time again. Protocol, one JSON
+object per line: the parent sends {"argv", "cwd", "key", "output", "memory_gb"}; the zygote answers
+{"pid"} once the child runs and {"pid", "status"} when it ends.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+
+def _warm() -> None:
+    import pytest  # noqa: F401
+    import pytest_timeout  # noqa: F401
+    import torch
+    import torch._dynamo  # noqa: F401  - the meta device imports it lazily; do it once here
+
+    from . import checks, evaluate, guard, plugin, submission, toy, train  # noqa: F401
+
+    torch.set_num_threads(1)
+
+
+def _child(req: dict) -> None:
+    from .sandbox import _limit_child
+
+    try:
+        _limit_child(req["memory_gb"])
+        os.chdir(req["cwd"])
+        r, w = os.pipe()
+        os.write(w, req["key"].encode() + b"\n")
+        os.close(w)
+        os.dup2(r, 0)
+        out = os.open(req["output"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        sys.stdin = open(0, closefd=False)
+        sys.stdout = open(1, "w", closefd=False, buffering=1)
+        sys.stderr = open(2, "w", closefd=False, buffering=1)
+        for k, v in req.get("env", {}).items():
+            os.environ[k] = v
+        import pytest
+
+        code = pytest.main(req["argv"])
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(code))
+    except BaseException:  # noqa: BLE001 - a child must never fall back into the server loop
+        os._exit(3)
+
+
+def serve() -> None:
+    _warm()
+    reply = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # stray prints must never reach the reply channel
+    for line in sys.stdin:
+        req = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            _child(req)
+        reply.write(json.dumps({"pid": pid}) + "\n")
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        reply.write(json.dumps({"pid": pid, "status": code}) + "\n")
+
+
+if __name__ == "__main__":
+    serve()

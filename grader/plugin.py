@@ -23,6 +23,7 @@ PIECE_HELP = "the piece whose cases run in this process"
 RECORDS_HELP = "file that receives one signed JSON record per case"
 SEED_HELP = "hidden seed every case's random inputs derive from (instructors rotate it)"
 REFERENCE_HELP = "folder holding the reference solution"
+KEY_FD_HELP = "file descriptor from which the parent's one-line signing key is read (then closed)"
 MANIFEST_HELP = "write every collected case's piece, points and slowness to this JSON file"
 QUICK_HELP = "skip the cases marked slow (the length-30 training run)"
 
@@ -37,6 +38,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--attnlab-piece", default=None, help=PIECE_HELP)
     group.addoption("--attnlab-records", default=None, help=RECORDS_HELP)
     group.addoption("--attnlab-reference", default=None, help=REFERENCE_HELP)
+    group.addoption("--attnlab-key-fd", type=int, default=None, help=KEY_FD_HELP)
     group.addoption("--attnlab-seed", default=None, help=SEED_HELP)
     group.addoption("--attnlab-manifest", default=None, help=MANIFEST_HELP)
     group.addoption("--attnlab-quick", action="store_true", default=False, help=QUICK_HELP)
@@ -52,7 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     from . import ROOT, guard
 
-    key = sys.stdin.buffer.readline().strip() if not sys.stdin.isatty() else b""
+    key = _read_key(config.getoption("--attnlab-key-fd"))
     ref = Path(config.getoption("--attnlab-reference") or ROOT / "reference")
     st = {
         "submission": Path(sub).resolve(),
@@ -73,6 +75,20 @@ def pytest_configure(config: pytest.Config) -> None:
     st["ref"] = load_reference(st["reference"])
     protected = [ref, ROOT / "grader"] + ([Path(st["records"]).parent] if st["records"] else [])
     guard.install(st["submission"], protected, st["flags"])
+
+
+def _read_key(fd: int | None) -> bytes:
+    """The parent's signing key, read and closed before any submission code runs."""
+    if fd is None:
+        return b""
+    data = b""
+    while True:
+        chunk = os.read(fd, 256)
+        if not chunk:
+            break
+        data += chunk
+    os.close(fd)
+    return data.strip()
 
 
 def _state(config: pytest.Config) -> dict | None:

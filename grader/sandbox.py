@@ -121,17 +121,22 @@ class Zygote:
                 self.proc.kill()
 
 
+def key_pipe(key: str) -> int:
+    """A pipe's read end holding `key`: the child reads it via --attnlab-key-fd, nothing else sees it."""
+    r, w = os.pipe()
+    os.write(w, key.encode() + b"\n")
+    os.close(w)
+    return r
+
+
 def _spawn(argv: list[str], cwd: str, key: str, output: Path, limits: Limits) -> tuple[int, str]:
     """A fresh interpreter per piece: slower to start than the zygote, used when it is unavailable."""
+    r = key_pipe(key)
     with open(output, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-P", "-m", "pytest", *argv], stdin=subprocess.PIPE, stdout=out,
-                                stderr=subprocess.STDOUT, cwd=cwd, env=child_env(),
-                                preexec_fn=lambda: _limit_child(limits.memory_gb))
-        try:
-            proc.stdin.write(key.encode() + b"\n")
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass
+        proc = subprocess.Popen([sys.executable, "-P", "-m", "pytest", "--attnlab-key-fd", str(r), *argv],
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, env=child_env(),
+                                pass_fds=(r,), preexec_fn=lambda: _limit_child(limits.memory_gb))
+        os.close(r)
         try:
             return proc.wait(timeout=limits.piece_timeout), "ok"
         except subprocess.TimeoutExpired:

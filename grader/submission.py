@@ -11,7 +11,7 @@ import sys
 import types
 from pathlib import Path
 
-from .pieces import MODULES, PIECES
+from .pieces import PIECES
 
 SUB_PKG = "attnlab_submission"
 REF_PKG = "attnlab_reference"
@@ -61,9 +61,9 @@ def load_piece(piece: str, submission_dir: Path, reference_dir: Path) -> types.M
     if not path.is_file():
         raise SubmissionError(f"{path.name} is missing from the submission folder; restore it from the lab.")
     _package(SUB_PKG, submission_dir)
-    for other in _ordered():
-        if other != stem and other in MODULES:
-            _load(SUB_PKG, other, reference_dir / f"{other}.py")
+    order = _ordered()
+    for other in order[: order.index(stem)]:  # what the piece may import; nothing that imports it
+        _load(SUB_PKG, other, reference_dir / f"{other}.py")
     try:
         return _load(SUB_PKG, stem, path)
     except SyntaxError as e:

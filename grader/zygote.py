@@ -24,15 +24,14 @@ def _warm() -> None:
 
 
 def _child(req: dict) -> None:
-    from .sandbox import _limit_child
+    from .sandbox import _limit_child, key_pipe
 
     try:
         _limit_child(req["memory_gb"])
         os.chdir(req["cwd"])
-        r, w = os.pipe()
-        os.write(w, req["key"].encode() + b"\n")
-        os.close(w)
-        os.dup2(r, 0)
+        r = key_pipe(req["key"])
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
         out = os.open(req["output"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(out, 1)
         os.dup2(out, 2)
@@ -43,7 +42,7 @@ def _child(req: dict) -> None:
             os.environ[k] = v
         import pytest
 
-        code = pytest.main(req["argv"])
+        code = pytest.main(["--attnlab-key-fd", str(r), *req["argv"]])
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(int(code))

@@ -1,0 +1,49 @@
+"""End to end: the reference earns full marks, fresh stubs earn none, the lesson's listing passes."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import REFERENCE, grade_dict, scores
+from grader import ROOT
+from grader.cli import cli
+from grader.pieces import PIECES
+from grader.sandbox import Limits
+
+FULL = Limits(case_timeout=300, piece_timeout=600, memory_gb=6, quick=False)
+LESSON = ROOT / "tests" / "lesson_listing"
+
+
+def test_the_reference_scores_full_marks_training_included(lab):
+    report = grade_dict(lab(), list(PIECES), FULL)
+    assert report["score"] == report["max_score"] > 0, scores(report)
+
+
+def test_fresh_stubs_score_zero_with_one_clear_message_per_piece():
+    result = CliRunner().invoke(cli, ["--submission", str(ROOT / "exercises"), "--quick"])
+    assert result.exit_code == 1
+    out = result.output
+    assert "Traceback" not in out
+    for piece in PIECES:
+        line = next(ln for ln in out.splitlines() if ln.split()[1:2] == [piece])
+        assert "  0/" in line
+        assert out.count(f"not implemented yet (piece '{piece}'") == 1, piece
+
+
+def test_the_lessons_listing_scores_full_marks_on_the_pieces_it_covers(lab):
+    sub = lab()
+    for path in LESSON.glob("*.py"):
+        shutil.copyfile(path, sub / path.name)
+    covered = ["encoder", "additive", "context", "luong", "decoder"]
+    report = grade_dict(sub, covered, FULL)
+    assert report["score"] == report["max_score"], scores(report)
+
+
+@pytest.mark.parametrize("seed", ["0", "1234"])
+def test_the_same_submission_scores_the_same_every_run(lab, seed):
+    sub = lab(edits={"additive": [("masked_fill(~src_mask", "masked_fill(src_mask")]})
+    first, second = grade_dict(sub, ["additive"], seed=seed), grade_dict(sub, ["additive"], seed=seed)
+    strip = lambda r: [(c["name"], c["passed"], c["message"]) for p in r["pieces"] for c in p["cases"]]  # noqa: E731
+    assert strip(first) == strip(second)

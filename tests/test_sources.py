@@ -1,0 +1,57 @@
+"""Generated files stay in step with their sources: stubs, the case manifest, the data and its card."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+from grader import ROOT, manifest, stubs, toy
+from grader.pieces import PIECES
+
+
+def test_the_stubs_are_what_the_reference_generates():
+    drift = [str(p.relative_to(ROOT)) for p, text in stubs.expected().items() if not p.exists() or p.read_text() != text]
+    assert not drift, f"exercises/ drifted from reference/: run `grade stubs` ({drift})"
+
+
+def test_every_stub_names_its_piece_and_keeps_no_solution():
+    for piece in PIECES.values():
+        text = (stubs.EXERCISES / f"{piece.module}.py").read_text()
+        assert f"NotImplementedError(\"piece '{piece.name}'" in text
+        assert "BEGIN SOLUTION" not in text and "_keys_of" not in text
+
+
+def test_the_manifest_matches_the_collected_cases(tmp_path):
+    fresh = manifest.collect(tmp_path / "m.json")
+    assert fresh == manifest.read(), "grader/cases/manifest.json is stale: run `grade manifest`"
+    assert all(case["points"] >= 0 for cases in fresh.values() for case in cases)
+
+
+def test_the_committed_splits_are_what_the_seeded_generator_makes():
+    for split, size in toy.SPLITS.items():
+        pairs = toy.read_split(split)
+        assert len(pairs) == size
+        assert pairs == [(s, t) for s, t in toy.generate(split)]
+        assert all(1 <= len(s) <= toy.MAX_LEN and t == toy.translate(s) for s, t in pairs)
+
+
+def test_the_data_card_lists_the_real_checksums():
+    card = (toy.DATA_DIR / "README.md").read_text()
+    for split in toy.SPLITS:
+        digest = hashlib.sha256(toy.split_path(split).read_bytes()).hexdigest()
+        assert re.search(rf"{split}\.tsv.*{digest}", card), f"the data card's checksum for {split} is stale"
+
+
+def test_datasets_is_not_an_importable_package():
+    assert not (ROOT / "datasets" / "__init__.py").exists()
+
+
+def test_adjective_noun_pairs_are_swapped():
+    assert toy.translate(["the", "red", "car", "sees", "a", "dog"]) == ["le", "voiture", "rouge", "voit", "un", "chien"]
+    assert toy.translate(["red"]) == ["rouge"]
+
+
+def test_the_artifact_checksums_hold():
+    sums = json.loads((ROOT / "grader" / "artifacts" / "SHA256SUMS.json").read_text())
+    for name, digest in sums.items():
+        assert hashlib.sha256((ROOT / "grader" / "artifacts" / name).read_bytes()).hexdigest() == digest

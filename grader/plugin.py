@@ -54,6 +54,15 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     from . import ROOT, guard
 
+    if config.pluginmanager.get_plugin("terminalreporter") is None:
+        # the child runs with -p no:terminal so its output is only the submission's; pytest-timeout
+        # still asks for a terminal writer to dump stacks into, so give it one that writes nowhere
+        from _pytest._io import TerminalWriter
+
+        class _Quiet:
+            _tw = TerminalWriter(open(os.devnull, "w"))
+
+        config.pluginmanager.register(_Quiet(), "terminalreporter")
     key = _read_key(config.getoption("--attnlab-key-fd"))
     ref = Path(config.getoption("--attnlab-reference") or ROOT / "reference")
     st = {

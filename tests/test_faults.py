@@ -55,3 +55,24 @@ def test_a_fault_costs_its_own_piece_and_names_the_cause(lab, fault):
     assert got["context"][0] == got["context"][1], f"{fault}: context lost points"
     messages = {c["message"] for c in report["pieces"][0]["cases"] if not c["skipped"]}
     assert any(cause in m for m in messages), f"{fault}: no message names {cause!r}: {messages}"
+
+
+def test_printed_workflow_commands_reach_the_report_only_escaped(lab):
+    loud = "print('::error::fake'); print('Autograding report'); print('Points 66/66')"
+    sub = lab(edits={"context": [("    ### BEGIN SOLUTION\n    return", f"    ### BEGIN SOLUTION\n    {loud}\n    return")]})
+    from click.testing import CliRunner
+
+    from grader.cli import cli
+
+    result = CliRunner().invoke(cli, ["context", "--submission", str(sub), "--quick"])
+    assert result.exit_code == 0, result.output  # printing is not wrong: the piece keeps its points
+    lines = result.output.splitlines()
+    assert not any(ln.startswith("::") or ln.startswith("Points") or ln.startswith("Autograding") for ln in lines)
+    assert any(": :error: :fake" in ln for ln in lines)
+
+
+def test_another_process_cannot_be_signalled(lab):
+    sub = lab(edits={"encoder": at_import("import os, signal; os.kill(os.getppid(), signal.SIGTERM)")})
+    report = grade_dict(sub, ["encoder"])
+    messages = {c["message"] for c in report["pieces"][0]["cases"]}
+    assert any("blocked" in m and "os.kill" in m for m in messages), messages

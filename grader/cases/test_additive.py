@@ -115,10 +115,12 @@ def test_noise_written_into_pads_leaves_the_context_unchanged(sub, ref):
 @pytest.mark.points(1)
 def test_tensors_follow_the_input_device(sub, ref):
     s = util.MAIN
-    m, _ = pair_of(sub, ref, s.H)
-    m = m.to("meta")
-    mask = util.mask_for(util.lengths(s), s.T).to("meta")
-    context, alpha = attend(m, torch.randn(s.B, s.T, s.H, device="meta"), torch.randn(s.B, s.H, device="meta"), mask, s.B, s.T, s.H)
+    m, r = pair_of(sub, ref, s.H)
+    mask = util.mask_for(util.lengths(s), s.T)
+    enc, s_prev = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
+    checks.close(attend(m, enc, s_prev, mask, s.B, s.T, s.H)[1], r(enc, s_prev, mask)[1], "alpha on the CPU",
+                 "Device-agnostic code must first be right on the CPU; see the other additive cases.")
+    context, alpha = attend(m.to("meta"), enc.to("meta"), s_prev.to("meta"), mask.to("meta"), s.B, s.T, s.H)
     for name, t in (("context", context), ("alpha", alpha)):
         if t.device.type != "meta":
             checks.fail(f"{name} ended up on {t.device.type}; make new tensors on the inputs' device")

@@ -64,7 +64,10 @@ def test_it_runs_no_python_loop_over_positions(sub, ref):
 @pytest.mark.points(1)
 def test_tensors_follow_the_input_device(sub, ref):
     s = util.MAIN
-    got = context_of(sub, *inputs(s.B, s.T, s.H, "meta"))
+    alpha, enc = inputs(s.B, s.T, s.H)
+    checks.close(context_of(sub, alpha, enc), ref.context.attention_context(alpha, enc), "context on the CPU",
+                 "Device-agnostic code must first be right on the CPU; see the other context cases.")
+    got = context_of(sub, alpha.to("meta"), enc.to("meta"))
     if checks.tensor(got, "context", (s.B, s.H)).device.type != "meta":
         checks.fail(f"context ended up on {got.device.type}; make new tensors on the inputs' device")
 

@@ -39,9 +39,9 @@ def test_it_returns_an_output_for_every_time_step(sub, ref):
     s = util.MAIN
     m, _ = pair_of(sub, ref, s)
     outputs, h, c = run(m, torch.randint(1, s.V, (s.B, s.T)))
-    checks.tensor(outputs, "outputs", (s.B, s.T, s.H))
-    checks.tensor(h, "h", (1, s.B, s.H))
-    checks.tensor(c, "c", (1, s.B, s.H))
+    for name, t, shape in (("outputs", outputs, (s.B, s.T, s.H)), ("h", h, (1, s.B, s.H)), ("c", c, (1, s.B, s.H))):
+        checks.tensor(t, name, shape, torch.float32)
+        checks.finite(t, name)
 
 
 @pytest.mark.points(3)
@@ -80,9 +80,10 @@ def test_a_padded_row_equals_the_sentence_run_alone(sub, ref):
 @pytest.mark.points(1)
 def test_tensors_follow_the_input_device(sub, ref):
     s = util.MAIN
-    m, _ = pair_of(sub, ref, s)
-    m = m.to("meta")
-    outputs, h, c = run(m, torch.randint(1, s.V, (s.B, s.T)).to("meta"))
+    m, r = pair_of(sub, ref, s)
+    src = torch.randint(1, s.V, (s.B, s.T))
+    check_same(m, r, src, s)  # device-agnostic code must first be right on the CPU
+    outputs, h, c = run(m.to("meta"), src.to("meta"))
     for name, t in (("outputs", outputs), ("h", h), ("c", c)):
         if checks.tensor(t, name).device.type != "meta":
             checks.fail(f"{name} ended up on {t.device.type}; create tensors with device=src.device, not on the default device")

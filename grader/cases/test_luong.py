@@ -62,8 +62,11 @@ def test_it_handles_edge_sizes(sub, ref, s):
 @pytest.mark.points(1)
 def test_tensors_follow_the_input_device(sub, ref):
     s = util.MAIN
-    mask = util.mask_for(util.lengths(s), s.T).to("meta")
-    context, alpha = attend(sub, torch.randn(s.B, s.T, s.H, device="meta"), torch.randn(s.B, s.H, device="meta"), mask)
+    mask = util.mask_for(util.lengths(s), s.T)
+    enc, q = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
+    checks.close(attend(sub, enc, q, mask)[1], ref.luong.LuongDotAttention()(enc, q, mask)[1], "alpha on the CPU",
+                 "Device-agnostic code must first be right on the CPU; see the other luong cases.")
+    context, alpha = attend(sub, enc.to("meta"), q.to("meta"), mask.to("meta"))
     for name, t in (("context", context), ("alpha", alpha)):
         if t.device.type != "meta":
             checks.fail(f"{name} ended up on {t.device.type}; make new tensors on the inputs' device")

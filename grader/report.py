@@ -78,3 +78,79 @@ def to_text(runs: list[PieceRun], source: str, color: bool = False) -> str:
     top = sum(piece_score(r)[1] for r in runs)
     lines += ["", f"Total: {total}/{top}"]
     return "\n".join(lines)
+
+
+def _first_hint(run: PieceRun) -> str:
+    failed = [c for c in run.cases if not c.passed and not c.skipped]
+    if not failed:
+        return "all cases passed"
+    return f"{len(failed)} case(s) failed; first: {title(failed[0].name)}: {safe(failed[0].message, 200)}"
+
+
+def to_classroom(runs: list[PieceRun]) -> str:
+    """Base64 of the payload classroom-resources/autograding-grading-reporter@v1 reads (one test per piece).
+
+    The reporter sums tests[].score over max_score, so partial credit per piece flows through `score`;
+    every field is built here from signed records, never from anything the submission printed.
+    """
+    import base64
+
+    tests = []
+    for run in runs:
+        got, top = piece_score(run)
+        failed = any(not c.passed and not c.skipped for c in run.cases)
+        tests.append({
+            "name": run.name,
+            "status": "fail" if failed else "pass",
+            "score": got,
+            "message": _first_hint(run),
+            "test_code": f"grade {run.name}",
+            "filename": f"exercises/{run.name}.py",
+            "line_no": 0,
+            "duration": int(run.seconds * 1000),
+        })
+    status = "error" if any(r.status != "ok" for r in runs) else ("fail" if any(t["status"] == "fail" for t in tests) else "pass")
+    payload = {"version": 1, "status": status, "max_score": sum(piece_score(r)[1] for r in runs), "tests": tests}
+    return base64.b64encode(json.dumps(payload).encode()).decode()
+
+
+def to_gradescope(runs: list[PieceRun]) -> str:
+    """Gradescope's results.json: one test per case with its own score and max_score."""
+    tests = []
+    for run in runs:
+        for c in run.cases:
+            tests.append({
+                "name": f"{run.name}: {title(c.name)}",
+                "score": c.points if c.passed else 0,
+                "max_score": c.points,
+                "status": "passed" if c.passed or c.skipped else "failed",
+                "output": safe(c.message, 500) if not c.passed else "",
+                "visibility": "visible",
+            })
+    total = sum(piece_score(r)[0] for r in runs)
+    return json.dumps({"score": total, "tests": tests, "visibility": "visible", "stdout_visibility": "hidden",
+                       "output": f"Attention lab: {total}/{sum(piece_score(r)[1] for r in runs)}"}, indent=2)
+
+
+def to_junit(runs: list[PieceRun]) -> str:
+    """JUnit XML: a testsuite per piece, a testcase per case, points as properties."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.Element("testsuites", name="attention-lab")
+    for run in runs:
+        failures = sum(1 for c in run.cases if not c.passed and not c.skipped)
+        suite = ET.SubElement(root, "testsuite", name=run.name, tests=str(len(run.cases)), failures=str(failures),
+                              skipped=str(sum(c.skipped for c in run.cases)), errors="0", time=f"{run.seconds:.3f}")
+        for c in run.cases:
+            case = ET.SubElement(suite, "testcase", classname=f"attnlab.{run.name}", name=c.name, time=f"{c.duration:.3f}")
+            props = ET.SubElement(case, "properties")
+            ET.SubElement(props, "property", name="points", value=str(c.points if c.passed else 0))
+            ET.SubElement(props, "property", name="max_points", value=str(c.points))
+            if c.skipped:
+                ET.SubElement(case, "skipped", message=safe(c.message))
+            elif not c.passed:
+                ET.SubElement(case, "failure", message=safe(c.message), type="CaseFailure").text = safe(c.message, 2000)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True)
+
+
+FORMATS = {"json": to_json, "classroom": to_classroom, "gradescope": to_gradescope, "junit": to_junit}

@@ -7,7 +7,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import ROOT, manifest, report
+from . import layout, manifest, report
 from .pieces import MODULES, PIECES
 from .sandbox import Limits, PieceRun, Zygote, run_piece
 
@@ -19,8 +19,9 @@ def grade(
     progress=None, zygote: Zygote | None = None,
 ) -> list[PieceRun]:
     """Grade `pieces` of `submission`; the score is computed here, from the manifest and signed records."""
-    expected = manifest.read()
-    ref = reference or ROOT / "reference"
+    where = layout.current()
+    expected = manifest.read(where.manifest)
+    ref = reference or where.reference
     runs = []
     own = zygote is None
     zygote = zygote or Zygote()
@@ -28,7 +29,7 @@ def grade(
         for piece in pieces:
             if progress:
                 progress(piece)
-            runs.append(run_piece(piece, expected[piece], submission, ref, seed, limits, zygote))
+            runs.append(run_piece(piece, expected[piece], submission, ref, seed, limits, zygote, where.cases))
     finally:
         if own:
             zygote.close()

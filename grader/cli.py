@@ -90,6 +90,42 @@ def batch(submissions: tuple[Path, ...], out: Path, reports: Path | None, jobs: 
     click.echo(f"graded {graded} submission(s), {bad} unreadable; gradebook: {out}")
 
 
+@cli.group()
+def release() -> None:
+    """Build the student repository or the solutions."""
+
+
+@release.command("student")
+@click.argument("out", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--key-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Reuse the sealing key in this file (default: make a new one and write it beside OUT).")
+def release_student(out: Path, key_file: Path | None) -> None:
+    """Stubs, notebook, grader, data and workflow, with the reference and hidden cases sealed."""
+    from . import release as verb
+
+    key = key_file.read_bytes().strip() if key_file else None
+    try:
+        _, key = verb.student(out, key)
+    except FileExistsError as e:
+        raise click.BadParameter(str(e), param_hint="OUT") from None
+    key_path = key_file or out.with_name(out.name + ".seal-key")
+    if not key_file:
+        key_path.write_bytes(key + b"\n")
+    click.echo(f"wrote the student release to {out}\n"
+               f"sealing key: {key_path} (keep it out of the release). Store its contents as the repository or "
+               f"organisation secret ATTNLAB_SEAL_KEY so the Classroom workflow can open the hidden cases.")
+
+
+@release.command("solutions")
+@click.argument("out", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--no-execute", is_flag=True, help="Write the solution notebook without running it.")
+def release_solutions(out: Path, no_execute: bool) -> None:
+    """The reference code and the solution notebook, executed, with its plots."""
+    from . import release as verb
+
+    click.echo(f"wrote the solutions to {verb.solutions(out, execute=not no_execute)}")
+
+
 @cli.command()
 def stubs() -> None:
     """Regenerate exercises/ from reference/ (solution blocks become NotImplementedError)."""

@@ -18,13 +18,13 @@ CASES_DIR = ROOT / "grader" / "cases"
 MANIFEST = CASES_DIR / "manifest.json"
 
 
-def collect(path: Path) -> dict[str, list[dict]]:
-    """Collect the hidden cases with pytest (no submission involved) into `path`."""
+def collect(path: Path, cases: Path = CASES_DIR) -> dict[str, list[dict]]:
+    """Collect the cases in `cases` with pytest (no submission involved) into `path`."""
     with tempfile.TemporaryDirectory() as tmp:
         ini = Path(tmp) / "pytest.ini"
         ini.write_text("[pytest]\n")
         cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "grader.plugin", "-p", "no:cacheprovider",
-               "-c", str(ini), "--rootdir", tmp, "--attnlab-manifest", str(path), str(CASES_DIR)]
+               "-c", str(ini), "--rootdir", tmp, "--attnlab-manifest", str(path), str(cases)]
         env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONPATH": str(ROOT)}
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp)
     if done.returncode != 0:
@@ -32,8 +32,13 @@ def collect(path: Path) -> dict[str, list[dict]]:
     return read(path)
 
 
-def write(path: Path = MANIFEST) -> dict[str, list[dict]]:
-    return collect(path)
+PUBLIC_DIR = ROOT / "grader" / "public"
+
+
+def write() -> dict[str, list[dict]]:
+    """Rebuild both manifests: the hidden cases' and the public smoke checks'."""
+    collect(PUBLIC_DIR / "manifest.json", PUBLIC_DIR)
+    return collect(MANIFEST)
 
 
 def read(path: Path = MANIFEST) -> dict[str, list[dict]]:

@@ -23,6 +23,7 @@ PIECE_HELP = "the piece whose cases run in this process"
 RECORDS_HELP = "file that receives one signed JSON record per case"
 SEED_HELP = "hidden seed every case's random inputs derive from (instructors rotate it)"
 REFERENCE_HELP = "folder holding the reference solution"
+PROTECT_HELP = "a folder the submission may not read (repeatable)"
 KEY_FD_HELP = "file descriptor from which the parent's one-line signing key is read (then closed)"
 MANIFEST_HELP = "write every collected case's piece, points and slowness to this JSON file"
 QUICK_HELP = "skip the cases marked slow (the length-30 training run)"
@@ -38,6 +39,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--attnlab-piece", default=None, help=PIECE_HELP)
     group.addoption("--attnlab-records", default=None, help=RECORDS_HELP)
     group.addoption("--attnlab-reference", default=None, help=REFERENCE_HELP)
+    group.addoption("--attnlab-protect", action="append", default=[], help=PROTECT_HELP)
     group.addoption("--attnlab-key-fd", type=int, default=None, help=KEY_FD_HELP)
     group.addoption("--attnlab-seed", default=None, help=SEED_HELP)
     group.addoption("--attnlab-manifest", default=None, help=MANIFEST_HELP)
@@ -64,10 +66,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
         config.pluginmanager.register(_Quiet(), "terminalreporter")
     key = _read_key(config.getoption("--attnlab-key-fd"))
-    ref = Path(config.getoption("--attnlab-reference") or ROOT / "reference")
+    ref_opt = config.getoption("--attnlab-reference")
+    ref = Path(ref_opt) if ref_opt else None  # None: a release without its sealed cases, public checks only
     st = {
         "submission": Path(sub).resolve(),
-        "reference": ref.resolve(),
+        "reference": ref.resolve() if ref else None,
         "piece": config.getoption("--attnlab-piece"),
         "records": config.getoption("--attnlab-records"),
         "seed": config.getoption("--attnlab-seed") or config.getini("attnlab_seed"),
@@ -81,8 +84,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # the reference must be imported before the guard starts refusing reads of its folder
     from .submission import load_reference
 
-    st["ref"] = load_reference(st["reference"])
-    protected = [ref, ROOT / "grader"] + ([Path(st["records"]).parent] if st["records"] else [])
+    st["ref"] = load_reference(st["reference"]) if ref else None
+    protected = [ROOT / "grader", *map(Path, config.getoption("--attnlab-protect"))]
+    protected += ([ref] if ref else []) + ([Path(st["records"]).parent] if st["records"] else [])
     guard.install(st["submission"], protected, st["flags"])
 
 

@@ -145,8 +145,8 @@ def _spawn(argv: list[str], cwd: str, key: str, output: Path, limits: Limits) ->
 
 
 def run_piece(
-    piece: str, expected: list[dict], submission: Path, reference: Path, seed: str, limits: Limits,
-    zygote: Zygote | None = None,
+    piece: str, expected: list[dict], submission: Path, reference: Path | None, seed: str, limits: Limits,
+    zygote: Zygote | None = None, cases: Path = CASES_DIR,
 ) -> PieceRun:
     """Run `piece`'s cases in a fresh process and return one result per expected case."""
     key = secrets.token_hex(32)
@@ -158,8 +158,8 @@ def run_piece(
         argv = [
             "-p", "grader.plugin", "-p", "pytest_timeout", "-p", "no:cacheprovider", "-p", "no:terminal", "-s",
             "--rootdir", tmp, "-c", str(ini), "--attnlab-submission", str(submission), "--attnlab-piece", piece,
-            "--attnlab-records", str(records), "--attnlab-seed", seed, "--attnlab-reference", str(reference),
-            str(CASES_DIR / f"test_{piece}.py"),
+            "--attnlab-records", str(records), "--attnlab-seed", seed, "--attnlab-reference", str(reference or ""),
+            "--attnlab-protect", str(cases), str(cases / f"test_{piece}.py"),
         ] + (["--attnlab-quick"] if limits.quick else [])
         start = time.perf_counter()
         if zygote is not None and zygote.alive():

@@ -54,15 +54,18 @@ def _ordered() -> list[str]:
     return ["encoder", "context", "additive", "luong", "decoder", "evaluation"]
 
 
-def load_piece(piece: str, submission_dir: Path, reference_dir: Path) -> types.ModuleType:
-    """Import the submission's file for `piece`, with reference copies of its sibling modules."""
+def load_piece(piece: str, submission_dir: Path, reference_dir: Path | None) -> types.ModuleType:
+    """Import the submission's file for `piece`, with reference copies of its sibling modules.
+
+    Without a reference (a release's public checks) the siblings are the submission's own files.
+    """
     stem = PIECES[piece].module
     path = submission_dir / f"{stem}.py"
     if not path.is_file():
         raise SubmissionError(f"{path.name} is missing from the submission folder; restore it from the lab.")
     _package(SUB_PKG, submission_dir)
     order = _ordered()
-    for other in order[: order.index(stem)]:  # what the piece may import; nothing that imports it
+    for other in order[: order.index(stem)] if reference_dir else []:  # what the piece may import, nothing more
         _load(SUB_PKG, other, reference_dir / f"{other}.py")
     try:
         return _load(SUB_PKG, stem, path)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from grader import checks, evaluate, toy, train
-from grader.cases import util
+from . import util
 
 pytestmark = pytest.mark.piece("decoder")
 

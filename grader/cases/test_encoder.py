@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from grader import checks
-from grader.cases import util
+from . import util
 
 pytestmark = pytest.mark.piece("encoder")
 

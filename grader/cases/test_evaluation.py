@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from grader import artifacts, checks, evaluate, toy
-from grader.cases import util
+from . import util
 
 pytestmark = pytest.mark.piece("evaluation")
 

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from grader import checks
-from grader.cases import util
-from grader.cases.test_additive import POLARITY, check_alpha
+from . import util
+from .test_additive import POLARITY, check_alpha
 
 pytestmark = pytest.mark.piece("luong")
 

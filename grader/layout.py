@@ -1,0 +1,77 @@
+"""Where the hidden cases and the reference live: in the instructor's repository, sealed in a student
+release (opened with ATTNLAB_SEAL_KEY, a Classroom secret), or absent (local runs of a release, which
+fall back to the public smoke checks in grader/public)."""
+from __future__ import annotations
+
+import atexit
+import io
+import os
+import shutil
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import ROOT
+
+SEALED = ROOT / "grader" / "sealed.bin"
+CASES = ROOT / "grader" / "cases"
+PUBLIC = ROOT / "grader" / "public"
+KEY_ENV = "ATTNLAB_SEAL_KEY"
+
+
+@dataclass(frozen=True)
+class Layout:
+    cases: Path  # a package folder holding test_<piece>.py
+    reference: Path | None  # None: only the public checks can run
+    manifest: Path
+
+    @property
+    def public(self) -> bool:
+        return self.reference is None
+
+
+class SealError(Exception):
+    """The sealed cases could not be opened; str() says what to do."""
+
+
+def seal(files: dict[str, bytes], key: bytes) -> bytes:
+    """Encrypt a {archive name: content} bundle with Fernet (AES-128-CBC plus HMAC-SHA256)."""
+    from cryptography.fernet import Fernet
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in sorted(files.items()):
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), 0, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return Fernet(key).encrypt(buf.getvalue())
+
+
+def unseal(blob: bytes, key: bytes, into: Path) -> None:
+    from cryptography.fernet import Fernet, InvalidToken
+
+    try:
+        data = Fernet(key).decrypt(blob)
+    except (InvalidToken, ValueError):
+        raise SealError(f"{KEY_ENV} does not open grader/sealed.bin; ask your instructor for the current key") from None
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        tar.extractall(into, filter="data")
+
+
+_opened: dict[bytes, Path] = {}
+
+
+def current() -> Layout:
+    """The layout this checkout supports, opening the sealed bundle once per process if a key is set."""
+    if (CASES / "test_encoder.py").exists() and (ROOT / "reference" / "encoder.py").exists():
+        return Layout(CASES, ROOT / "reference", CASES / "manifest.json")
+    key = os.environ.get(KEY_ENV, "").strip().encode()
+    if SEALED.exists() and key:
+        if key not in _opened:
+            tmp = Path(tempfile.mkdtemp(prefix="attnlab-sealed-"))
+            atexit.register(shutil.rmtree, tmp, True)
+            unseal(SEALED.read_bytes(), key, tmp)
+            _opened[key] = tmp
+        return Layout(_opened[key] / "attnlab_cases", _opened[key] / "reference", CASES / "manifest.json")
+    return Layout(PUBLIC, None, PUBLIC / "manifest.json")

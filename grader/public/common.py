@@ -1,0 +1,26 @@
+"""Small inputs for the public checks (B, T_src, E, H all different)."""
+from __future__ import annotations
+
+import torch
+
+from grader import checks
+
+B, T, E, H, V = 3, 7, 5, 6, 11
+
+
+def mask() -> torch.Tensor:
+    n = torch.tensor([T, 4, 2])
+    return torch.arange(T)[None, :] < n[:, None]  # (B, T) True at real tokens
+
+
+def attention_properties(out, enc: torch.Tensor, m: torch.Tensor) -> None:
+    """(context, alpha) from an attention module: shapes, a distribution over real tokens, the weighted sum."""
+    context, alpha = checks.pair(out, "forward's result (context, alpha)")
+    checks.tensor(context, "context", (B, H), torch.float32)
+    checks.tensor(alpha, "alpha", (B, T), torch.float32)
+    checks.finite(alpha, "alpha", "Fill pad scores, not real ones: src_mask is True at real tokens.")
+    if alpha.masked_select(~m).abs().max() > 0:
+        checks.fail("alpha is not exactly 0 at pad positions: set their scores to -inf before the softmax.")
+    if not checks.is_close(alpha.sum(-1), torch.ones(B)):
+        checks.fail("the rows of alpha do not sum to 1: softmax over the source positions.")
+    checks.close(context, (alpha[..., None] * enc).sum(1), "context", "The context is the alpha-weighted sum of encoder states.")

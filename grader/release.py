@@ -1,0 +1,92 @@
+"""`grade release`: the repository students get, and later the solutions.
+
+Student release: stubs, notebook, grader, data and the Classroom workflow; the reference and the
+hidden cases travel only as grader/sealed.bin, encrypted with a key the instructor stores as the
+Classroom secret ATTNLAB_SEAL_KEY. Where the key is set (the Classroom workflow) `grade` opens the
+bundle and runs the real cases; without it (a student's laptop) `grade` runs the public smoke checks
+and says that the graded run happens in Classroom.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from . import ROOT, layout
+
+# never copied into a student release
+_PRIVATE = ("reference/", "tests/", ".ci/", "bench/", ".github/workflows/ci.yml", "grader/cases/test_",
+            "grader/cases/util.py", "README.md")
+
+
+def tracked_files() -> list[str]:
+    out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if line and (ROOT / line).is_file()]
+
+
+def sealed_bundle() -> dict[str, bytes]:
+    files = {f"reference/{p.name}": p.read_bytes() for p in sorted((ROOT / "reference").glob("*.py"))}
+    for p in sorted((ROOT / "grader" / "cases").glob("*.py")):
+        files[f"attnlab_cases/{p.name}"] = p.read_bytes()
+    return files
+
+
+STUDENT_README = """# Why attention: the lab
+
+Add Bahdanau (additive) and Luong (scaled dot-product) attention to an LSTM seq2seq model, see attention
+flatten the length-vs-accuracy curve, and read its weights as alignments.
+
+```bash
+pip install -e . && grade        # install, then check ./exercises piece by piece
+```
+
+Write the six pieces in `exercises/` (`encoder.py`, `additive.py`, `context.py`, `luong.py`, `decoder.py`,
+`evaluation.py`), or work in `exercises/lesson.ipynb` and grade it with `grade exercises/lesson.ipynb`.
+Each stub says what to write, with the tensor shapes, and raises `NotImplementedError` until you do.
+
+**Where the points come from.** The graded cases are sealed in `grader/sealed.bin`; they run in GitHub
+Classroom when you push, and the points appear on your commit's Actions run. On your own machine `grade`
+runs the public smoke checks (shapes, masking, the weighted-sum definition) and says so: they catch
+most slips quickly, but passing them is not the grade.
+
+```bash
+grade additive context           # just these pieces
+grade --plots plots/             # train your model; write its attention heatmap and length curve
+```
+"""
+
+
+def student(out: Path, key: bytes | None = None) -> tuple[Path, bytes]:
+    """Build the student repository in `out`; returns (out, the sealing key)."""
+    from cryptography.fernet import Fernet
+
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} is not empty")
+    key = key or Fernet.generate_key()
+    for rel in tracked_files():
+        if rel.startswith(_PRIVATE):
+            continue
+        dest = out / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / rel, dest)
+    (out / "grader" / "sealed.bin").write_bytes(layout.seal(sealed_bundle(), key))
+    (out / "README.md").write_text(STUDENT_README)
+    return out, key
+
+
+def solutions(out: Path, execute: bool = True) -> Path:
+    """The reference code and the solution notebook (executed, with its plots) in `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    for p in sorted((ROOT / "reference").glob("*.py")):
+        shutil.copyfile(p, out / p.name)
+    from . import notebook
+
+    nb = notebook.build("reference")
+    if execute:
+        from nbclient import NotebookClient
+
+        NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(out)}}).execute()
+    import nbformat
+
+    nbformat.write(nb, out / "lesson-solutions.ipynb")
+    return out

@@ -12,6 +12,8 @@ from .pieces import MODULES, PIECES
 from .sandbox import Limits, PieceRun, Zygote, run_piece
 
 DEFAULT_SEED = "0"
+PUBLIC_NOTE = ("Public smoke checks only: the graded cases are sealed in this release and run in GitHub Classroom "
+               "(where ATTNLAB_SEAL_KEY is set). Passing these is not the grade.")
 
 
 def grade(
@@ -58,6 +60,8 @@ def main(
         runs = grade(submission=stage(submission, Path(tmp)), pieces=selected, seed=seed, limits=limits)
     seconds = round(time.perf_counter() - start, 2)
     table = report.to_text(runs, str(submission)) + f"  ({seconds:.1f} s)"
+    if layout.current().public:
+        table = PUBLIC_NOTE + "\n\n" + table
     if fmt == "text":
         text = table
     elif fmt == "json":

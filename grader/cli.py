@@ -55,6 +55,12 @@ def check(pieces: tuple[str, ...], submission: Path, fmt: str, out: Path | None,
     unknown = [p for p in pieces if p not in PIECES]
     if unknown:
         raise click.BadParameter(f"no piece named {', '.join(unknown)}; pieces are {', '.join(PIECES)}", param_hint="PIECES")
+    from .layout import SealError, current
+
+    try:
+        current()
+    except SealError as e:
+        raise click.UsageError(str(e)) from None
     code = verb.main(submission=_submission(submission), pieces=list(dict.fromkeys(pieces)), fmt=fmt, seed=seed,
                      limits=Limits(case_timeout, piece_timeout, memory_gb, quick), out=out,
                      echo=lambda text: click.echo(text, color=sys.stdout.isatty()))

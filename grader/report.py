@@ -62,21 +62,24 @@ def to_text(runs: list[PieceRun], source: str, color: bool = False) -> str:
         got, top = piece_score(run)
         failed = [c for c in run.cases if not c.passed and not c.skipped]
         lines.append(f"{ok if not failed else bad} {run.name:<11} {got:>3}/{top:<3}")
-        messages = {c.message for c in failed}
-        if failed and len(messages) == 1 and len(failed) == len([c for c in run.cases if c.points]):
+        messages = sorted({c.message for c in failed})
+        todo = [m.partition(": ")[2].rstrip(")") for m in messages if m.startswith("not implemented yet (piece '")]
+        if failed and len(todo) == len(messages):  # a fresh stub: one line naming what to write
+            lines.append(f"    not implemented yet (piece '{run.name}': {', '.join(todo)})")
+        elif failed and len(messages) == 1 and len(failed) == len([c for c in run.cases if c.points]):
             lines.append(f"    {safe(failed[0].message)}")  # one cause sank every case: say it once
         else:
             for c in failed:
                 lines.append(f"    {bad} {title(c.name)} ({c.points} pt{'s' if c.points != 1 else ''}): {safe(c.message)}")
-        for c in run.cases:
-            if c.skipped:
-                lines.append(f"    - {title(c.name)}: {safe(c.message)}")
         if run.output.strip():
             lines.append("    your code printed (last lines):")
             lines += [f"    | {safe(ln, 160)}" for ln in run.output.strip().splitlines()[-8:]]
     total = sum(piece_score(r)[0] for r in runs)
     top = sum(piece_score(r)[1] for r in runs)
-    lines += ["", f"Total: {total}/{top}"]
+    skipped = sorted({safe(c.message) for r in runs for c in r.cases if c.skipped})
+    lines += [""] + [f"({n} point-free case(s) {m})" for m in skipped
+                     for n in [sum(1 for r in runs for c in r.cases if c.skipped and safe(c.message) == m)]]
+    lines += [f"Total: {total}/{top}"]
     return "\n".join(lines)
 
 

@@ -1,0 +1,164 @@
+"""Benchmark the lab on this machine: time-to-accuracy, the length curve, step cost and grading time.
+
+    python bench/bench.py              # everything (about 6 minutes on 2 cores)
+    python bench/bench.py --skip-train # only step cost, grading time and batch rate
+
+Prints one markdown table per figure; nothing here is asserted (tests stay free of wall-clock checks).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from grader import evaluate, toy, train  # noqa: E402
+from grader.check import grade, stage  # noqa: E402
+from grader.pieces import PIECES  # noqa: E402
+from grader.report import as_dict  # noqa: E402
+from grader.sandbox import Limits  # noqa: E402
+from grader.submission import load_reference  # noqa: E402
+
+LENGTHS = (1, 5, 10, 15, 20, 30, 40)
+
+
+def models() -> dict[str, torch.nn.Module]:
+    ref = load_reference(ROOT / "reference")
+    from grader.baseline import Seq2Seq
+
+    cfg = train.TrainConfig()
+    out = {}
+    for name in ("Bahdanau", "Luong", "no attention"):
+        torch.manual_seed(cfg.seed)
+        if name == "no attention":
+            out[name] = Seq2Seq(len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim)
+        else:
+            m = ref.decoder.Seq2SeqAttn(len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim)
+            if name == "Luong":
+                m.decoder.attn = ref.luong.LuongDotAttention()
+            out[name] = m
+    return out
+
+
+def curves() -> tuple[dict, dict]:
+    """Train each model with the grader's loop and budget; accuracy by length on the test split."""
+    test = toy.read_split("test")
+    acc, runs = {}, {}
+    for name, model in models().items():
+        result = train.train(model, train.TrainConfig())
+        by_len = evaluate.accuracy_by_length(model, test)
+        acc[name] = {n: by_len[n] for n in LENGTHS}
+        runs[name] = {"steps": result.steps, "seconds": round(result.seconds, 1),
+                      "reached": next(((s, round(t, 1)) for s, t, a in result.history if a >= 0.98), None)}
+    return acc, runs
+
+
+def step_seconds(repeats: int = 5, steps: int = 20) -> dict[str, float]:
+    """Median seconds per training step (B=64, lengths 20..30) for each attention, same batches."""
+    cfg = train.TrainConfig()
+    torch.set_num_threads(cfg.threads)
+    pairs = [p for p in toy.read_split("train") if 20 <= len(p[0]) <= 30]
+    batches = [toy.encode(pairs[i * cfg.batch_size:(i + 1) * cfg.batch_size]) for i in range(steps)]
+    out = {}
+    for name, model in models().items():
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for b in batches:
+                logits, _ = model(b.src, b.src_mask, b.tgt)
+                loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), b.tgt[:, 1:].reshape(-1), ignore_index=0)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            times.append((time.perf_counter() - t0) / steps)
+        out[name] = statistics.median(times)
+    return out
+
+
+def grading(repeats: int) -> dict:
+    """Full `grade` of the reference: wall time, per piece, and the overhead over the cases' own time."""
+    walls, pieces, compute = [], {}, []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as tmp:
+            sub = stage(ROOT / "reference", Path(tmp))
+            t0 = time.perf_counter()
+            runs = grade(submission=sub, pieces=list(PIECES), seed="0", limits=Limits())
+            walls.append(time.perf_counter() - t0)
+        report = as_dict(runs)
+        assert report["score"] == report["max_score"], "the reference must earn full marks"
+        for p in report["pieces"]:
+            pieces.setdefault(p["name"], []).append(p["seconds"])
+        compute.append(sum(c["duration"] for p in report["pieces"] for c in p["cases"]))
+    return {"wall": statistics.median(walls), "pieces": {k: statistics.median(v) for k, v in pieces.items()},
+            "compute": statistics.median(compute), "overhead": statistics.median(w / c for w, c in zip(walls, compute))}
+
+
+def batch_rate(n: int = 12) -> float:
+    """Submissions per minute for `grade batch --quick` over n submissions (half reference, half stubs)."""
+    from grader import batch
+
+    with tempfile.TemporaryDirectory() as tmp:
+        subs = []
+        for i in range(n):
+            dest = Path(tmp) / f"student{i:02d}"
+            shutil.copytree(ROOT / ("reference" if i % 2 == 0 else "exercises"), dest)
+            subs.append(dest)
+        t0 = time.perf_counter()
+        batch.main(submissions=subs, out=Path(tmp) / "grades.csv", reports=None, jobs=batch.default_jobs(), seed="0",
+                   limits=Limits(quick=True), progress=False)
+        return n / (time.perf_counter() - t0) * 60
+
+
+def table(rows: list[list[str]]) -> str:
+    head, *body = rows
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in body])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--skip-train", action="store_true", help="skip the three training runs")
+    ap.add_argument("--repeats", type=int, default=3, help="full grades to take the median of")
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = ap.parse_args()
+    figures: dict = {"torch": torch.__version__, "threads": train.TrainConfig().threads}
+    if not args.skip_train:
+        acc, runs = curves()
+        figures.update(accuracy=acc, training=runs)
+        print("## Training to the length-30 target (grader's loop, validation accuracy >= 0.98 at length 30)\n")
+        print(table([["model", "steps run", "seconds", "target reached at (step, s)"]]
+                    + [[k, str(v["steps"]), str(v["seconds"]), str(v["reached"] or "not reached")] for k, v in runs.items()]))
+        print("\n## Greedy token accuracy by source length (test split, same budget)\n")
+        print(table([["model", *map(str, LENGTHS)]] + [[k, *(f"{v[n]:.3f}" for n in LENGTHS)] for k, v in acc.items()]))
+    steps = step_seconds()
+    figures["step_seconds"] = steps
+    print("\n## Seconds per training step (B=64, source lengths 20-30, median of 5 x 20 steps)\n")
+    print(table([["model", "s/step", "vs Bahdanau"]]
+                + [[k, f"{v:.4f}", f"{(1 - v / steps['Bahdanau']) * 100:+.0f}% faster" if k != "Bahdanau" else "-"]
+                   for k, v in steps.items()]))
+    g = grading(args.repeats)
+    figures["grade"] = g
+    print(f"\n## `grade` on the reference (median of {args.repeats})\n")
+    print(table([["piece", "seconds"]] + [[k, f"{v:.1f}"] for k, v in g["pieces"].items()]
+                + [["**total wall**", f"{g['wall']:.1f}"], ["cases' own time", f"{g['compute']:.1f}"],
+                   ["overhead (wall / cases)", f"{g['overhead']:.2f}x"]]))
+    rate = batch_rate()
+    figures["batch_per_minute"] = rate
+    print(f"\n## Batch regrade, quick mode\n\n{rate:.1f} submissions a minute")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -56,7 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     from . import ROOT, guard
 
-    if config.pluginmanager.get_plugin("terminalreporter") is None:
+    if config.pluginmanager.is_blocked("terminal"):
         # the child runs with -p no:terminal so its output is only the submission's; pytest-timeout
         # still asks for a terminal writer to dump stacks into, so give it one that writes nowhere
         from _pytest._io import TerminalWriter

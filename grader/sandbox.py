@@ -31,7 +31,7 @@ class Limits:
     """Per-case and per-piece limits; the defaults leave room for the length-30 training case."""
 
     case_timeout: float = 60.0
-    piece_timeout: float = 420.0
+    piece_timeout: float = 1200.0
     memory_gb: float = 6.0
     quick: bool = False  # leave out the slow (training) cases
 

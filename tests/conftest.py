@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -36,8 +37,8 @@ def make_submission(where: Path, edits: dict[str, list[tuple[str, str]]] | None 
 
 
 def grade_dict(submission: Path, pieces: list[str], limits: Limits = QUICK, seed: str = "0") -> dict:
-    staged = stage(submission, submission.parent / f"staged-{submission.name}")
-    return as_dict(grade(submission=staged, pieces=pieces, seed=seed, limits=limits))
+    with tempfile.TemporaryDirectory(prefix="attnlab-test-") as tmp:
+        return as_dict(grade(submission=stage(submission, Path(tmp)), pieces=pieces, seed=seed, limits=limits))
 
 
 def scores(report: dict) -> dict[str, tuple[int, int]]:

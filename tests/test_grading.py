@@ -12,7 +12,7 @@ from grader.cli import cli
 from grader.pieces import PIECES
 from grader.sandbox import Limits
 
-FULL = Limits(case_timeout=300, piece_timeout=600, memory_gb=6, quick=False)
+FULL = Limits(case_timeout=300, piece_timeout=1500, memory_gb=6, quick=False)
 LESSON = ROOT / "tests" / "lesson_listing"
 
 

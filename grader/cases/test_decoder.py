@@ -143,7 +143,7 @@ def test_cuda_matches_cpu(sub, ref):
 
 @pytest.mark.points(5)
 @pytest.mark.slow
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(900)  # about a minute on 2 idle cores; generous for busy machines
 def test_trained_by_the_grader_it_translates_length_30_sentences(sub, ref):
     cfg = train.TrainConfig()
     torch.manual_seed(cfg.seed)

@@ -69,4 +69,6 @@ def main() -> list[Path]:
     for path, text in expected().items():
         path.write_text(text)
         written.append(path)
-    return written
+    from .notebook import write as write_notebook  # here, not at the top: grader.notebook imports this module
+
+    return written + [write_notebook()]

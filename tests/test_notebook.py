@@ -1,0 +1,160 @@
+"""The lesson notebook: generated from the stubs without drift, extracted to gradable files, runnable in Jupyter."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import QUICK, grade_dict, scores
+from grader import notebook
+from grader.notebook import NOTEBOOK, NotebookError
+from grader.pieces import PIECES
+
+nbformat = pytest.importorskip("nbformat")
+
+
+def write_nb(path: Path, nb) -> Path:
+    path.write_text(notebook.dumps(nb), encoding="utf-8")
+    return path
+
+
+def tagged(nb, piece: str) -> list:
+    return [c for c in nb.cells if f"piece:{piece}" in c.metadata.get("tags", [])]
+
+
+def test_the_committed_notebook_is_what_the_stubs_generate():
+    assert NOTEBOOK.read_text(encoding="utf-8") == notebook.dumps(notebook.build("stubs")), \
+        "exercises/lesson.ipynb drifted from the stubs: run `grade stubs`"
+
+
+def test_building_twice_gives_byte_identical_json_without_outputs():
+    text = notebook.dumps(notebook.build("stubs"))
+    assert text == notebook.dumps(notebook.build("stubs"))
+    nb = nbformat.reads(text, as_version=4)
+    nbformat.validate(nb)
+    assert nb.metadata.kernelspec.name == "python3"
+    assert all(c.outputs == [] and c.execution_count is None for c in nb.cells if c.cell_type == "code")
+
+
+@pytest.mark.parametrize("source", ["stubs", "reference"])
+def test_every_piece_has_exactly_one_tagged_cell_starting_with_its_marker(source):
+    nb = notebook.build(source)
+    for piece in PIECES:
+        cells = tagged(nb, piece)
+        assert len(cells) == 1, piece
+        code = cells[0].source
+        assert code.splitlines()[0] == f"# piece: {piece}"
+        assert "from __future__" not in code and "from ." not in code
+        assert ("NotImplementedError" in code) == (source == "stubs")
+        assert "SOLUTION" not in code
+
+
+def test_the_reference_notebook_extracted_scores_full_marks_on_every_piece(tmp_path):
+    sub = notebook.extract(write_nb(tmp_path / "lesson.ipynb", notebook.build("reference")), tmp_path / "sub")
+    assert sorted(p.stem for p in sub.glob("*.py")) == sorted(p.module for p in PIECES.values())
+    report = grade_dict(sub, list(PIECES), QUICK)
+    assert report["score"] == report["max_score"] > 0, scores(report)
+
+
+def test_the_stub_notebook_extracted_scores_zero_saying_not_implemented_yet(tmp_path):
+    sub = notebook.extract(NOTEBOOK, tmp_path / "sub")
+    report = grade_dict(sub, list(PIECES), QUICK)
+    for piece in report["pieces"]:
+        assert piece["score"] == 0, piece["name"]
+        assert any(f"not implemented yet (piece '{piece['name']}'" in c["message"] for c in piece["cases"]), piece
+
+
+def test_extracted_modules_get_the_fixed_header_and_the_references_relative_imports(tmp_path):
+    sub = notebook.extract(write_nb(tmp_path / "lesson.ipynb", notebook.build("reference")), tmp_path / "sub")
+    text = (sub / "decoder.py").read_text()
+    assert text.startswith(notebook.FIXED_HEADER)
+    assert "from .additive import BahdanauAttention\nfrom .encoder import EncoderAll\n" in text
+    assert "from ." not in (sub / "encoder.py").read_text()
+    compile(text, "decoder.py", "exec")
+
+
+def test_notebook_only_lines_are_commented_out_of_the_extracted_module():
+    text = notebook.module_text("context", "# piece: context\n%time x = 1\n!ls\ndef f():\n    return 1\ncheck('context')\n")
+    compile(text, "context.py", "exec")
+    assert "# %time x = 1" in text and "\ndef f():\n    return 1\n" in text
+
+
+def test_a_piece_whose_cell_is_missing_is_simply_not_written(tmp_path):
+    nb = notebook.build("reference")
+    drop = tagged(nb, "decoder")[0]
+    nb.cells = [c for c in nb.cells if c is not drop]
+    sub = notebook.extract(write_nb(tmp_path / "lesson.ipynb", nb), tmp_path / "sub")
+    assert not (sub / "decoder.py").exists() and (sub / "additive.py").exists()
+
+
+def test_a_cell_that_lost_its_tag_is_still_found_by_its_marker_line():
+    nb = notebook.build("reference")
+    tagged(nb, "luong")[0].metadata = {}
+    assert notebook.piece_cells(nb)["luong"].startswith("# piece: luong\n")
+
+
+@pytest.mark.parametrize("text, reason", [
+    ('{"cells": [', "not JSON"),
+    ("[1, 2, 3]", "no 'nbformat' version or 'cells' list"),
+    ('{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": 7, "metadata": {}}]}', "cell 1 has no cell_type"),
+])
+def test_a_broken_notebook_raises_a_one_line_notebook_error(tmp_path, text, reason):
+    path = tmp_path / "broken.ipynb"
+    path.write_text(text)
+    with pytest.raises(NotebookError) as info:
+        notebook.extract(path, tmp_path / "sub")
+    message = str(info.value)
+    assert "\n" not in message and message.startswith("broken.ipynb is not a valid notebook: ") and reason in message
+    assert not (tmp_path / "sub").exists()
+
+
+def test_a_notebook_without_piece_cells_raises_a_notebook_error(tmp_path):
+    nb = notebook.build("stubs")
+    nb.cells = [c for c in nb.cells if c.cell_type == "markdown"]
+    with pytest.raises(NotebookError, match="has no piece cells"):
+        notebook.extract(write_nb(tmp_path / "lesson.ipynb", nb), tmp_path / "sub")
+
+
+def test_check_outside_ipython_grades_the_cell_from_the_notebook_file(tmp_path, capsys):
+    path = write_nb(tmp_path / "lesson.ipynb", notebook.build("reference"))
+    runs = notebook.check("context", notebook=path)
+    assert [r.name for r in runs] == ["context"] and "context" in repr(runs)
+    out = capsys.readouterr().out
+    assert out.startswith("Attention lab: grading <notebook cell>")
+    got, top = out.rsplit("Total: ", 1)[1].split("/")
+    assert int(got) == int(top) > 0
+    with pytest.raises(NotebookError, match="there is no piece 'attention'"):
+        notebook.check("attention")
+    with pytest.raises(NotebookError, match="no cell containing the line '# piece: luong' has been run yet"):
+        notebook.check("luong")
+
+
+def test_the_reference_notebook_runs_top_to_bottom_in_a_kernel(tmp_path, monkeypatch):
+    nbclient = pytest.importorskip("nbclient")
+    monkeypatch.setenv("ATTNLAB_NOTEBOOK_STEPS", "60")  # enough to run every cell; the kernel inherits the environment
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    nb = notebook.build("reference")
+    start = time.perf_counter()
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    seconds = time.perf_counter() - start
+    print(f"notebook executed in {seconds:.1f} s")
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert not [o for c in code for o in c.outputs if o.output_type == "error"]
+    images = [c.id for c in code for o in c.outputs if "image/png" in o.get("data", {})]
+    assert len(images) == 2, images  # the length curve and the heat map
+    printed = "".join(o.get("text", "") for o in code[-1].outputs)
+    got, top = printed.rsplit("Total: ", 1)[1].split()[0].split("/")
+    assert int(got) == int(top) > 0, printed  # check() found the additive cell in the kernel's history
+    assert json.loads(nbformat.writes(nb))  # outputs serialise: a student can save the run notebook
+
+
+def test_check_takes_the_most_recently_run_cell_marked_for_the_piece(monkeypatch):
+    IPython = pytest.importorskip("IPython")
+    history = ["", "# piece: context\nold = 1", "# piece: additive\nx = 1", "# piece: context\nnew = 2", 'check("context")']
+    shell = type("Shell", (), {"user_ns": {"In": history}})()
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    assert notebook._from_history("context") == "# piece: context\nnew = 2"
+    assert notebook._from_history("luong") is None

@@ -24,7 +24,15 @@ def cli() -> None:
     """Grade the attention lab. `grade` alone grades ./exercises; `grade encoder luong` grades two pieces."""
 
 
-def _submission(path: Path) -> Path:
+def _submission(path: Path, scratch: Path) -> Path:
+    """The folder to grade: `path` itself, or the piece cells of a notebook extracted into `scratch`."""
+    if path.suffix == ".ipynb" and path.is_file():
+        from .notebook import NotebookError, extract
+
+        try:
+            return extract(path, scratch / "notebook").resolve()
+        except NotebookError as e:
+            raise click.BadParameter(str(e), param_hint="--submission") from None
     if not path.exists():
         raise click.BadParameter(f"{path} does not exist; pass the folder that holds your encoder.py, additive.py, ...", param_hint="--submission")
     if not path.is_dir():
@@ -49,9 +57,19 @@ def _submission(path: Path) -> Path:
 @click.option("--quick", is_flag=True, help="Leave out the slow length-30 training case.")
 def check(pieces: tuple[str, ...], submission: Path, fmt: str, out: Path | None, seed: str | None,
           case_timeout: float, piece_timeout: float, memory_gb: float, quick: bool) -> None:
-    """Grade PIECES (default: all) of a submission."""
+    """Grade PIECES (default: all) of a submission folder or notebook (`grade lesson.ipynb` works too)."""
+    import tempfile
+
     from . import check as verb
 
+    notebooks = [p for p in pieces if p.endswith(".ipynb")]
+    if len(notebooks) > 1:
+        raise click.BadParameter("grade one notebook at a time", param_hint="PIECES")
+    if notebooks:
+        submission = Path(notebooks[0])
+        pieces = tuple(p for p in pieces if p not in notebooks)
+        if not submission.is_file():
+            raise click.BadParameter(f"{submission} does not exist", param_hint="NOTEBOOK")
     unknown = [p for p in pieces if p not in PIECES]
     if unknown:
         raise click.BadParameter(f"no piece named {', '.join(unknown)}; pieces are {', '.join(PIECES)}", param_hint="PIECES")
@@ -61,9 +79,10 @@ def check(pieces: tuple[str, ...], submission: Path, fmt: str, out: Path | None,
         current()
     except SealError as e:
         raise click.UsageError(str(e)) from None
-    code = verb.main(submission=_submission(submission), pieces=list(dict.fromkeys(pieces)), fmt=fmt, seed=seed,
-                     limits=Limits(case_timeout, piece_timeout, memory_gb, quick), out=out,
-                     echo=lambda text: click.echo(text, color=sys.stdout.isatty()))
+    with tempfile.TemporaryDirectory(prefix="attnlab-cli-") as scratch:
+        code = verb.main(submission=_submission(submission, Path(scratch)), pieces=list(dict.fromkeys(pieces)), fmt=fmt,
+                         seed=seed, limits=Limits(case_timeout, piece_timeout, memory_gb, quick), out=out,
+                         echo=lambda text: click.echo(text, color=sys.stdout.isatty()))
     sys.exit(code)
 
 

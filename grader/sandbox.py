@@ -68,7 +68,9 @@ def _limit_child(memory_gb: float) -> None:
 def child_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "ATTNLAB", "COV_"))}
     env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1",
-               PYTHONHASHSEED="0", OMP_NUM_THREADS="1", MPLBACKEND="Agg")
+               PYTHONHASHSEED="0", OMP_NUM_THREADS="1", MPLBACKEND="Agg",
+               # idle OpenMP workers spin by default; on a busy 2-core runner that slows training tenfold
+               OMP_WAIT_POLICY="PASSIVE")
     return env
 
 

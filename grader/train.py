@@ -51,7 +51,9 @@ def train(
     pairs = toy.read_split("train")
     valid = [p for p in toy.read_split("valid") if len(p[0]) == cfg.target_len]
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=cfg.max_steps, pct_start=0.1)
+    # OneCycleLR needs at least two warm-up steps; tiny budgets (notebook smoke runs) stretch the warm-up
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=max(cfg.max_steps, 3),
+                                                pct_start=max(0.1, 2.0 / max(cfg.max_steps, 3)))
     model.train()
     history: list[tuple[int, float, float]] = []
     start = time.perf_counter()
@@ -73,7 +75,7 @@ def train(
         sched.step()
         step += 1
         if progress:
-            progress(step, cfg.max_steps, float(loss))
+            progress(step, cfg.max_steps, float(loss.detach()))
         if step % cfg.eval_every == 0 or step == cfg.max_steps:
             acc = accuracy_by_length(model, valid)[cfg.target_len]
             history.append((step, time.perf_counter() - start, acc))

@@ -46,3 +46,18 @@ def test_a_failing_piece_exits_1_with_its_hint(lab):
     result = run("luong", "--submission", str(sub))
     assert result.exit_code == 1
     assert "divide the dot products by sqrt(d)" in result.output
+
+
+def test_a_notebook_that_is_not_json_is_a_usage_error(tmp_path):
+    bad = tmp_path / "lesson.ipynb"
+    bad.write_text("{not json")
+    result = run(str(bad))
+    assert result.exit_code == 2 and "is not a valid notebook" in result.output and "Traceback" not in result.output
+
+
+def test_a_notebook_is_graded_by_its_tagged_cells():
+    from grader import ROOT
+
+    result = run(str(ROOT / "exercises" / "lesson.ipynb"), "context", "--quick")
+    assert result.exit_code == 1
+    assert "not implemented yet (piece 'context'" in result.output

@@ -89,6 +89,13 @@ def where(e: BaseException) -> str:
     return out
 
 
+def on_device(device: str, hint: str, **tensors: object) -> None:
+    """Fail when an output left the inputs' device (a tensor made inside forward without device=...)."""
+    for name, t in tensors.items():
+        if tensor(t, name).device.type != device:
+            fail(f"{name} ended up on {t.device.type}, not on the inputs' {device} device; {hint}")
+
+
 def copy_weights(student: nn.Module, reference: nn.Module, what: str) -> None:
     """Give the student's module the reference's seeded random weights."""
     try:

@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 from pathlib import Path
+from typing import Callable
 
 import torch
 import torch.nn as nn
@@ -20,6 +21,8 @@ SUMS = DIR / "SHA256SUMS.json"
 EVAL_MODEL = ("eval_model.pt", train.TrainConfig(embed_dim=16, hidden_dim=32, batch_size=64, lr=0.01, max_steps=300,
                                                  short_steps=300, short_len=20, eval_every=10**9, target_acc=2.0, seed=11,
                                                  threads=1))
+# accuracy by source length of the reference and of the no-attention baseline, for the plots
+CURVES = ("curves.json", train.TrainConfig())
 
 
 def _sha(data: bytes) -> str:
@@ -28,17 +31,47 @@ def _sha(data: bytes) -> str:
 
 def build(ref_decoder_module) -> dict[str, str]:
     """Retrain every artifact with the reference model class and record its checksum."""
+    return {**build_eval_model(ref_decoder_module), **build_curves(ref_decoder_module.Seq2SeqAttn)}
+
+
+def _record(name: str, data: bytes) -> dict[str, str]:
+    """Write one artifact and merge its checksum into SHA256SUMS.json, leaving the others as they are."""
+    DIR.mkdir(exist_ok=True)
+    (DIR / name).write_bytes(data)
+    sums = json.loads(SUMS.read_text()) if SUMS.exists() else {}
+    sums[name] = _sha(data)
+    SUMS.write_text(json.dumps(dict(sorted(sums.items())), indent=1) + "\n")
+    return {name: sums[name]}
+
+
+def build_eval_model(ref_decoder_module) -> dict[str, str]:
+    """Retrain the half-trained evaluation model and record its checksum."""
     name, cfg = EVAL_MODEL
     torch.manual_seed(cfg.seed)
     model = ref_decoder_module.Seq2SeqAttn(len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim)
     train.train(model, cfg)
     buf = io.BytesIO()
     torch.save({k: v.contiguous() for k, v in model.state_dict().items()}, buf)
-    DIR.mkdir(exist_ok=True)
-    (DIR / name).write_bytes(buf.getvalue())
-    sums = {name: _sha(buf.getvalue())}
-    SUMS.write_text(json.dumps(sums, indent=1) + "\n")
-    return sums
+    return _record(name, buf.getvalue())
+
+
+def build_curves(attn_cls: type[nn.Module], progress: Callable[[str], None] | None = None) -> dict[str, str]:
+    """Train the reference Seq2SeqAttn and the baseline with the grader's schedule; record test accuracy by length."""
+    from .baseline import Seq2SeqBaseline
+    from .evaluate import accuracy_by_length
+
+    name, cfg = CURVES
+    test = toy.read_split("test")
+    curves: dict[str, dict[str, float]] = {}
+    for label, cls in (("reference", attn_cls), ("baseline", Seq2SeqBaseline)):
+        torch.manual_seed(cfg.seed)  # as the length-30 case seeds the student's model
+        model = cls(len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim)
+        result = train.train(model, cfg)
+        acc = accuracy_by_length(model, test)
+        curves[label] = {str(n): round(a, 4) for n, a in sorted(acc.items())}
+        if progress:
+            progress(f"{label}: {result.steps} steps in {result.seconds:.0f} s, accuracy at 30 words {acc[30]:.3f}")
+    return _record(name, (json.dumps(curves, indent=1) + "\n").encode())
 
 
 def load_eval_model(model_cls) -> nn.Module:
@@ -51,3 +84,12 @@ def load_eval_model(model_cls) -> nn.Module:
     model = model_cls(len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim)
     model.load_state_dict(torch.load(io.BytesIO(data), weights_only=True))
     return model.eval()
+
+
+def load_curves() -> dict[str, dict[int, float]]:
+    """The reference's and the baseline's test accuracy by source length, checked against the checksum."""
+    name, _ = CURVES
+    data = (DIR / name).read_bytes()
+    if _sha(data) != json.loads(SUMS.read_text()).get(name):
+        raise RuntimeError(f"grader/artifacts/{name} does not match its checksum; rebuild it with `grade artifacts`")
+    return {label: {int(n): float(a) for n, a in curve.items()} for label, curve in json.loads(data).items()}

@@ -1,0 +1,407 @@
+"""Pictures of a submission: an attention heatmap and accuracy against source length.
+
+`main` runs in the grader's process and never imports submission code: it starts
+`python -m grader.plots SUBMISSION OUT` in a child with a memory cap and a wall-clock limit. The
+child loads the submission's own files, trains its Seq2SeqAttn with the trusted loop and draws.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import types
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: the grader runs on servers and in CI
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from . import ROOT  # noqa: E402
+
+if TYPE_CHECKING:  # the parent never needs torch itself
+    import torch.nn as nn
+
+    from .train import TrainConfig
+
+STEPS_ENV = "ATTNLAB_PLOT_STEPS"  # a smaller training budget, for tests and quick looks
+PROGRESS_EVERY = 200
+ERROR_PREFIX = "attnlab-plots error: "
+# dependency order; evaluation.py is never loaded, the trusted evaluator stands in for it
+LOADED = ["encoder", "context", "additive", "luong", "decoder"]
+STYLE = {"font.size": 10, "axes.titlesize": 12, "axes.titleweight": "bold", "axes.labelsize": 10,
+         "axes.spines.top": False, "axes.spines.right": False, "savefig.dpi": 150}
+
+
+class PlotError(Exception):
+    """Making the plots failed; str() is one line for the user: what went wrong and what to try."""
+
+
+def heatmap(
+    alpha: np.ndarray | Sequence[Sequence[float]], src_words: Sequence[str], tgt_words: Sequence[str], path: Path,
+    title: str, *, mistakes: Sequence[int] = (), expected: Sequence[int | None] = (), caption: str = "",
+) -> Path:
+    """Draw alpha (T_tgt, T_src), source words on x and target words on y.
+
+    Rows in `mistakes` get red labels; expected[t], when given, is the source position output t
+    translates, outlined so the reader can compare where the model looked with where it should have.
+    """
+    a = np.asarray(getattr(alpha, "detach", lambda: alpha)(), dtype=float)  # (T_tgt, T_src)
+    if a.shape != (len(tgt_words), len(src_words)):
+        raise ValueError(f"alpha has shape {a.shape}; expected ({len(tgt_words)}, {len(src_words)}) for the words given")
+    cell = 0.42  # inches per cell: room for a word at 9 pt once it is rotated
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(2.6 + cell * len(src_words), 1.6 + cell * len(tgt_words)), layout="constrained")
+        im = ax.imshow(a, cmap="Blues", vmin=0.0, vmax=1.0, aspect="equal", interpolation="nearest")
+        ax.set_xticks(range(len(src_words)), src_words, rotation=45, ha="right", rotation_mode="anchor")
+        ax.set_yticks(range(len(tgt_words)), tgt_words)
+        for i in mistakes:  # a wrong prediction is worth seeing next to where the model looked
+            ax.get_yticklabels()[i].set_color("#c0392b")
+        for t, j in enumerate(expected):
+            if j is not None:
+                ax.add_patch(plt.Rectangle((j - 0.5, t - 0.5), 1, 1, fill=False, edgecolor="#e67e22", linewidth=1.6,
+                                           zorder=3))
+        # thin white lines between cells keep neighbouring strong weights apart
+        ax.set_xticks(np.arange(-0.5, len(src_words)), minor=True)
+        ax.set_yticks(np.arange(-0.5, len(tgt_words)), minor=True)
+        ax.grid(which="minor", color="white", linewidth=1.2)
+        ax.tick_params(which="both", length=0)
+        for side in ax.spines.values():
+            side.set_visible(False)
+        ax.set_xlabel("source word (English)")
+        ax.set_ylabel("decoder output (toy French)")
+        ax.set_title(title, loc="left")
+        bar = fig.colorbar(im, ax=ax, shrink=min(1.0, 0.25 + 0.05 * len(tgt_words)), pad=0.02)
+        bar.set_label("attention weight α")
+        bar.outline.set_visible(False)
+        if caption:
+            fig.text(0.01, 0.0, caption, ha="left", va="top", fontsize=8, color="#555555", wrap=True)
+        return _save(fig, path)
+
+
+def length_curve(
+    curves: dict[str, dict[int, float]], path: Path, title: str, *, mark: int | None = None, caption: str = "",
+) -> Path:
+    """Plot accuracy against source length, one line per model.
+
+    The first curve is drawn boldest, the second as a wide pale band beneath it (visible even where
+    the two coincide), the rest dashed.
+    """
+    colors = ["#1f4e99", "#8a96a3", "#c0392b", "#8e44ad", "#d68910"]
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(7.5, 4.4), layout="constrained")
+        longest = 1
+        for k, (label, curve) in enumerate(curves.items()):
+            xs = sorted(curve)
+            longest = max(longest, *xs) if xs else longest
+            style = ({"linewidth": 2.4, "marker": "o", "markersize": 3.5, "zorder": 5} if k == 0 else
+                     {"linewidth": 6, "alpha": 0.45, "solid_capstyle": "round", "zorder": 2} if k == 1 else
+                     {"linewidth": 1.6, "linestyle": "--", "marker": "o", "markersize": 2.5, "zorder": 4})
+            ax.plot(xs, [curve[x] for x in xs], label=label, color=colors[k % len(colors)], **style)
+        if mark is not None:
+            ax.axvline(mark, color="#999999", linewidth=1, linestyle=":", zorder=1)
+            # above the axes, where no curve can run through it
+            ax.text(mark, 1.01, f"graded at {mark} words", transform=ax.get_xaxis_transform(), ha="center",
+                    va="bottom", fontsize=8, color="#777777")
+        ax.set_ylim(0, 1.02)
+        ax.set_xlim(0.5, longest + 0.5)
+        ax.set_xlabel("source length (words)")
+        ax.set_ylabel("greedy token accuracy")
+        ax.set_title(title, loc="left")
+        ax.grid(alpha=0.3, linewidth=0.6)
+        ax.legend(loc="best", frameon=False)
+        if caption:
+            fig.text(0.01, 0.0, caption, ha="left", va="top", fontsize=8, color="#555555", wrap=True)
+        return _save(fig, path)
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, bbox_inches="tight", pad_inches=0.15, facecolor="white")  # tight: keeps the caption
+    plt.close(fig)
+    return path
+
+
+def main(*, submission: Path, out: Path, timeout: float = 600, memory_gb: float = 6.0) -> list[Path]:
+    """Train the submission's model in a capped child process and return the PNGs it drew; PlotError on failure."""
+    from .sandbox import _limit_child, child_env
+
+    submission, out = Path(submission).resolve(), Path(out).resolve()
+    if not submission.is_dir():
+        raise PlotError(f"{submission} is not a folder; pass the folder that holds your encoder.py, decoder.py, ...")
+    if not any((submission / f"{stem}.py").is_file() for stem in LOADED):
+        files = ", ".join(f"{stem}.py" for stem in LOADED)
+        raise PlotError(f"{submission} holds none of {files}; pass the folder laid out like exercises/")
+    out.mkdir(parents=True, exist_ok=True)
+    env = child_env()  # PYTHONPATH=<repo root>, no pytest or ATTNLAB settings leak in ...
+    if os.environ.get(STEPS_ENV):
+        if not os.environ[STEPS_ENV].isdigit() or int(os.environ[STEPS_ENV]) < 1:
+            raise PlotError(f"{STEPS_ENV}={os.environ[STEPS_ENV]!r} is not a positive whole number of training steps; "
+                            "unset it to train with the grader's schedule")
+        env[STEPS_ENV] = os.environ[STEPS_ENV]  # ... except the budget override, which is ours
+    lines: deque[str] = deque(maxlen=1000)  # the error line comes last; a chatty submission cannot fill memory
+    with tempfile.TemporaryDirectory(prefix="attnlab-plots-") as cwd:
+        proc = subprocess.Popen([sys.executable, "-m", "grader.plots", str(submission), str(out)], cwd=cwd, env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                preexec_fn=lambda: _limit_child(memory_gb))
+        relay = threading.Thread(target=_relay, args=(proc.stdout, lines), daemon=True)
+        relay.start()
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the whole group: whatever the submission spawned goes too
+            proc.wait()
+            raise PlotError(f"making the plots ran past {timeout:g} s and was stopped; check that your model "
+                            f"trains (`grade decoder`) or allow more time") from None
+        finally:
+            relay.join(timeout=5)
+    errors = [line[len(ERROR_PREFIX):] for line in lines if line.startswith(ERROR_PREFIX)]
+    if code != 0:
+        if errors:
+            raise PlotError(errors[-1])
+        if code < 0:
+            raise PlotError(f"the plotting process died with signal {-code} ({_signame(-code)}), often the "
+                            f"{memory_gb:g} GB memory cap; make the model smaller or raise the cap")
+        raise PlotError(f"the plotting process exited with code {code} before drawing; "
+                        "run `grade` to find the piece at fault")
+    pngs = [out / "heatmap.png", out / "length_curve.png"]
+    missing = [p.name for p in pngs if not p.is_file()]
+    if missing:
+        raise PlotError(f"the plotting process ended without writing {', '.join(missing)} (does the submission exit "
+                        "the interpreter itself?); run `grade` to check the pieces")
+    return pngs
+
+
+def _relay(stream, lines: deque[str], limit: int = 200) -> None:
+    """Pass the child's progress lines to our stderr; the submission's own prints, indented and capped."""
+    shown = 0
+    for raw in stream:
+        line = raw.decode("utf-8", "replace").rstrip()
+        line = "".join(ch if ch.isprintable() else "?" for ch in line)  # no escape codes from student prints
+        lines.append(line)
+        if line.startswith(ERROR_PREFIX):
+            continue  # the parent raises it as a PlotError
+        if line.startswith("plots: "):
+            print(line, file=sys.stderr, flush=True)
+        elif shown < limit:
+            shown += 1
+            print(f"    | {line}" if shown < limit else "    | (more output cut)", file=sys.stderr, flush=True)
+
+
+def _signame(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return "unknown signal"
+
+
+# ---- the child: everything below runs submission code and only ever runs under `main`'s limits ----
+
+
+def _load(submission: Path, reference: Path, forced: dict[str, str]) -> tuple[types.ModuleType, list[str]]:
+    """Import the submission's own files as one package, the reference file standing in for any that fails."""
+    from .submission import SUB_PKG, _load as load_module, _package
+
+    for name in [n for n in sys.modules if n == SUB_PKG or n.startswith(SUB_PKG + ".")]:
+        del sys.modules[name]  # a retry must re-import what depended on a replaced file
+    _package(SUB_PKG, submission)
+    notes = []
+    for stem in LOADED:
+        path = submission / f"{stem}.py"
+        why = forced.get(stem)
+        if why is None and not path.is_file():
+            why = f"{path.name} is missing"
+        elif why is None:
+            try:
+                load_module(SUB_PKG, stem, path)
+                continue
+            except SyntaxError as e:
+                why = f"{path.name} has a syntax error at line {e.lineno}: {e.msg}"
+            except (Exception, SystemExit) as e:  # noqa: BLE001 - whatever the import did, the plots go on
+                why = f"importing {path.name} raised {type(e).__name__}: {_short(e)}"
+        load_module(SUB_PKG, stem, reference / f"{stem}.py")  # its relative imports pick the submission's siblings
+        notes.append(f"{why}; the plots use the reference {stem}")
+    return sys.modules[f"{SUB_PKG}.decoder"], notes
+
+
+def _model(submission: Path, cfg: TrainConfig) -> tuple[nn.Module, list[str]]:
+    """Build and smoke-test Seq2SeqAttn; a piece still raising NotImplementedError is swapped for the reference."""
+    import torch
+
+    from . import evaluate, toy
+
+    forced: dict[str, str] = {}
+    batch = toy.encode(toy.read_split("valid")[:4])  # source lengths 1..4: cheap, and pads in every row but one
+    while True:
+        decoder, notes = _load(submission, ROOT / "reference", forced)
+        try:
+            torch.manual_seed(cfg.seed)  # the same initial weights as the grader's length-30 case
+            model = decoder.Seq2SeqAttn(len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim)
+            rng = torch.get_rng_state()  # training then starts from the RNG state the grader's case has
+            model(batch.src, batch.src_mask, batch.tgt)
+            evaluate.greedy(model, batch)
+            torch.set_rng_state(rng)
+            return model, notes
+        except NotImplementedError as e:
+            stem = _culprit(e, submission)
+            if stem is None or stem in forced:
+                raise
+            forced[stem] = f"{stem}.py is not finished yet ({_short(e)})"
+
+
+def _culprit(exc: BaseException, submission: Path) -> str | None:
+    """The submission file of the innermost traceback frame that lies in the submission folder."""
+    found = None
+    for frame, _ in traceback.walk_tb(exc.__traceback__):
+        path = Path(frame.f_code.co_filename)
+        if path.parent == submission and path.stem in LOADED:
+            found = path.stem
+    return found
+
+
+def _short(exc: BaseException, limit: int = 160) -> str:
+    text = " ".join(str(exc).split()) or "no message"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _pick_sentence(pairs: list) -> tuple[list[str], list[str]]:
+    """A test sentence of about 12 distinct words with the most adjective-noun pairs (each pair is a crossing)."""
+    from . import toy
+
+    def crossings(src: list[str]) -> int:
+        return sum(a in toy.ADJECTIVES and b in toy.NOUNS for a, b in zip(src, src[1:]))
+
+    # distinct words first: a repeated word makes two columns a reader cannot tell apart
+    def rank(i: int) -> tuple:
+        src = pairs[i][0]
+        return crossings(src) < 2, len(set(src)) < len(src), abs(len(src) - 12), -crossings(src), i
+
+    return pairs[min(range(len(pairs)), key=rank)]
+
+
+def _alignment(src: list[str]) -> list[int | None]:
+    """The source position each target word translates (toy.translate's swaps), None for the final <eos>."""
+    from . import toy
+
+    out: list[int | None] = []
+    i = 0
+    while i < len(src):
+        if src[i] in toy.ADJECTIVES and i + 1 < len(src) and src[i + 1] in toy.NOUNS:
+            out += [i + 1, i]  # noun first, then its adjective: the crossing
+            i += 2
+        else:
+            out.append(i)
+            i += 1
+    return out + [None]
+
+
+def _draw(model: nn.Module, submission: Path, out: Path, steps: int, notes: list[str]) -> None:
+    """Evaluate by length, then write heatmap.png, length_curve.png and plots.json into `out`."""
+    from . import artifacts, evaluate, toy
+
+    test = toy.read_split("test")
+    print("plots: evaluating on the test split", file=sys.stderr, flush=True)
+    acc = evaluate.accuracy_by_length(model, test)
+    src, tgt = _pick_sentence(test)
+    batch = toy.encode([(src, tgt)])
+    model.eval()
+    pred, alpha = evaluate.greedy(model, batch)  # (1, T_tgt - 1), (1, T_tgt - 1, T_src)
+    gold = batch.tgt[0, 1:].tolist()
+    said = [toy.TGT_ITOS[i] for i in pred[0].tolist()]
+    wrong = [i for i, (p, g) in enumerate(zip(pred[0].tolist(), gold)) if p != g]
+    name = f"{submission.name}/"
+    key = "orange boxes: the source word each output translates" + ("; red labels: wrong words" if wrong else "")
+    heatmap(alpha[0], src, said, out / "heatmap.png", f"Where {name} looks while it translates", mistakes=wrong,
+            expected=_alignment(src), caption="\n".join([f"expected: {' '.join(tgt)}", key, *notes]))
+    curves = {f"your model ({name})": acc}
+    try:
+        ref = artifacts.load_curves()
+        curves["reference attention model"] = ref["reference"]
+        curves["no attention (encoder's last state only)"] = ref["baseline"]
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
+        notes.append(f"the reference curves are unavailable ({_short(e)}); run `grade artifacts`")
+    length_curve(curves, out / "length_curve.png", "Accuracy against sentence length", mark=30, caption="\n".join([
+        f"test split, 50 sentences per length. Your model: {steps} steps of the grader's training loop; "
+        "the other two: its full schedule (grader/artifacts/curves.json).", *notes]))
+    record = {"accuracy_by_length": {str(n): round(a, 4) for n, a in acc.items()}, "steps": steps, "notes": notes,
+              "heatmap": {"source": src, "expected": tgt, "predicted": said}}
+    (out / "plots.json").write_text(json.dumps(record, indent=1) + "\n")
+
+
+def _child(submission: Path, out: Path) -> None:
+    """Load, train with the trusted loop (progress on stderr every PROGRESS_EVERY steps), evaluate and draw."""
+    from dataclasses import replace
+
+    from . import train
+
+    cfg = train.TrainConfig()
+    if os.environ.get(STEPS_ENV):
+        steps = int(os.environ[STEPS_ENV])
+        cfg = replace(cfg, max_steps=steps, short_steps=min(cfg.short_steps, steps),
+                      eval_every=min(cfg.eval_every, steps))
+    model, notes = _model(submission, cfg)
+    for note in notes:
+        print(f"plots: note: {note}", file=sys.stderr, flush=True)
+    start = time.perf_counter()
+
+    def progress(step: int, total: int, loss: float) -> None:
+        if step % PROGRESS_EVERY == 0 or step == total:
+            seconds = time.perf_counter() - start
+            print(f"plots: step {step}/{total}  loss {loss:.3f}  {seconds:.0f} s", file=sys.stderr, flush=True)
+
+    result = train.train(model, cfg, progress)
+    last = f", validation accuracy at {cfg.target_len} words {result.history[-1][2]:.3f}" if result.history else ""
+    print(f"plots: trained {result.steps} steps in {result.seconds:.0f} s{last}", file=sys.stderr, flush=True)
+    _draw(model, submission, out, result.steps, notes)
+
+
+def _run_child(argv: list[str]) -> int:
+    """The child's entry point: every failure becomes one ERROR_PREFIX line and exit code 2."""
+    if len(argv) != 2:
+        print(f"{ERROR_PREFIX}usage: python -m grader.plots SUBMISSION_DIR OUT_DIR", flush=True)
+        return 2
+    submission, out = Path(argv[0]).resolve(), Path(argv[1]).resolve()
+    try:
+        _child(submission, out)
+        return 0
+    except SystemExit as e:
+        where = _where(e, submission)
+        message = f"your code called sys.exit({e.code!r}){f' ({where})' if where else ''}; remove it"
+    except MemoryError:
+        message = "ran out of memory under the memory cap; make the model smaller or raise the cap"
+    except NotImplementedError as e:
+        message = f"{_short(e)}; finish that function first (`grade` shows which pieces pass)"
+    except Exception as e:  # noqa: BLE001 - one line for the user, never a traceback
+        where = _where(e, submission)
+        if where:
+            message = f"your model raised {type(e).__name__}: {_short(e)} ({where}); `grade` shows the piece at fault"
+        else:
+            message = f"making the plots failed with {type(e).__name__}: {_short(e)}; run `grade` to check the pieces"
+    print(f"{ERROR_PREFIX}{message}", flush=True)
+    return 2
+
+
+def _where(exc: BaseException, submission: Path) -> str:
+    """'decoder.py line 41' for the innermost frame in the submission folder, '' if none."""
+    found = ""
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        path = Path(frame.f_code.co_filename)
+        if path.parent == submission:
+            found = f"{path.name} line {line}"
+    return found
+
+
+if __name__ == "__main__":
+    sys.exit(_run_child(sys.argv[1:]))

@@ -1,0 +1,130 @@
+"""The no-attention baseline, the plotting functions, the reference curves and `grader.plots.main`."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from grader import ROOT, artifacts, evaluate, plots, toy
+from grader.baseline import Seq2SeqBaseline
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _is_png(path: Path) -> bool:
+    return path.is_file() and path.stat().st_size > 2000 and path.read_bytes()[:8] == PNG
+
+
+def test_the_baseline_step_returns_logits_state_and_zero_alpha_of_the_documented_shapes():
+    torch.manual_seed(0)
+    model = Seq2SeqBaseline(len(toy.SRC_ITOS), len(toy.TGT_ITOS), 32, 64)
+    batch = toy.encode(toy.read_split("valid")[3:6])  # source lengths 4, 5, 6: pads in two rows
+    outputs, (h, c) = model.encoder(batch.src)
+    assert outputs.shape == (3, 6, 64) and h.shape == c.shape == (1, 3, 64)
+    logits, (h1, c1), alpha = model.decoder.forward_step(batch.tgt[:, :1], (h[-1], c[-1]), outputs, batch.src_mask)
+    assert logits.shape == (3, len(toy.TGT_ITOS))
+    assert h1.shape == c1.shape == (3, 64)
+    assert alpha.shape == (3, 6) and not alpha.any()
+    logits, alpha = model(batch.src, batch.src_mask, batch.tgt)
+    assert logits.shape == (3, batch.tgt.size(1) - 1, len(toy.TGT_ITOS))
+    assert alpha.shape == (3, batch.tgt.size(1) - 1, 6)
+
+
+def test_the_trusted_evaluator_runs_the_baseline_unchanged():
+    model = Seq2SeqBaseline(len(toy.SRC_ITOS), len(toy.TGT_ITOS))
+    acc = evaluate.accuracy_by_length(model, toy.read_split("valid")[:45])
+    assert sorted(acc) == list(range(1, 41)) and all(0.0 <= a <= 1.0 for a in acc.values())
+
+
+def test_heatmap_and_length_curve_write_png_files(tmp_path):
+    src, tgt = "the red car sees a dog".split(), "le voiture rouge voit un chien <eos>".split()
+    alpha = np.random.default_rng(0).dirichlet(np.ones(len(src)), size=len(tgt))  # (T_tgt, T_src)
+    heat = plots.heatmap(alpha, src, tgt, tmp_path / "h.png", "fake", mistakes=[1], caption="a note")
+    curve = plots.length_curve({"a": {n: 1 - n / 50 for n in range(1, 41)}, "b": {1: 1.0, 2: 0.5}},
+                               tmp_path / "c.png", "fake", mark=30)
+    assert _is_png(heat) and _is_png(curve)
+
+
+def test_heatmap_refuses_alpha_that_does_not_match_the_words(tmp_path):
+    with pytest.raises(ValueError, match="expected \\(2, 3\\)"):
+        plots.heatmap(np.zeros((3, 2)), ["a", "b", "c"], ["x", "y"], tmp_path / "h.png", "fake")
+
+
+def test_the_reference_curves_match_their_checksum_and_cover_lengths_1_to_40():
+    data = (artifacts.DIR / "curves.json").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == json.loads(artifacts.SUMS.read_text())["curves.json"]
+    curves = artifacts.load_curves()
+    assert set(curves) == {"reference", "baseline"}
+    for curve in curves.values():
+        assert sorted(curve) == list(range(1, 41)) and all(0.0 <= a <= 1.0 for a in curve.values())
+    assert curves["reference"][30] >= 0.9 and curves["baseline"][30] <= 0.35  # attention is what keeps length 30
+
+
+def _submission(where: Path, broken: dict[str, str] | None = None) -> Path:
+    where.mkdir()
+    for stem in plots.LOADED + ["evaluation"]:
+        (where / f"{stem}.py").write_text((ROOT / "reference" / f"{stem}.py").read_text())
+    for stem, text in (broken or {}).items():
+        (where / f"{stem}.py").write_text(text)
+    return where
+
+
+@pytest.fixture
+def quick(monkeypatch):
+    monkeypatch.setenv(plots.STEPS_ENV, "30")
+
+
+def test_main_draws_both_plots_for_a_reference_submission(tmp_path, quick):
+    pngs = plots.main(submission=_submission(tmp_path / "sub"), out=tmp_path / "out", timeout=120)
+    assert [p.name for p in pngs] == ["heatmap.png", "length_curve.png"] and all(map(_is_png, pngs))
+    record = json.loads((tmp_path / "out" / "plots.json").read_text())
+    assert record["steps"] == 30 and record["notes"] == []
+    assert sorted(map(int, record["accuracy_by_length"])) == list(range(1, 41))
+
+
+def test_main_uses_the_reference_decoder_when_the_submissions_has_a_syntax_error(tmp_path, quick):
+    sub = _submission(tmp_path / "sub", {"decoder": "def broken(:\n"})
+    pngs = plots.main(submission=sub, out=tmp_path / "out", timeout=120)
+    assert all(map(_is_png, pngs))
+    notes = json.loads((tmp_path / "out" / "plots.json").read_text())["notes"]
+    assert len(notes) == 1 and "syntax error" in notes[0] and "reference decoder" in notes[0]
+
+
+def test_main_falls_back_for_a_piece_that_still_raises_not_implemented(tmp_path, quick):
+    sub = _submission(tmp_path / "sub", {"context": (ROOT / "exercises" / "context.py").read_text()})
+    plots.main(submission=sub, out=tmp_path / "out", timeout=120)
+    notes = json.loads((tmp_path / "out" / "plots.json").read_text())["notes"]
+    assert len(notes) == 1 and "context.py is not finished" in notes[0]
+
+
+def test_main_reports_a_crashing_model_in_one_line(tmp_path, quick):
+    broken = "def attention_context(alpha, encoder_outputs):\n    return 1 / 0\n"
+    with pytest.raises(plots.PlotError) as err:
+        plots.main(submission=_submission(tmp_path / "sub", {"context": broken}), out=tmp_path / "out", timeout=120)
+    message = str(err.value)
+    assert "ZeroDivisionError" in message and "context.py line 2" in message and "\n" not in message
+
+
+def test_main_stops_a_submission_that_hangs_at_its_timeout(tmp_path, quick):
+    sub = _submission(tmp_path / "sub", {"encoder": "import time\ntime.sleep(600)\n"})
+    with pytest.raises(plots.PlotError, match="ran past 3 s"):
+        plots.main(submission=sub, out=tmp_path / "out", timeout=3)
+
+
+def test_the_heatmap_sentence_has_about_12_distinct_words_and_two_adjective_noun_crossings():
+    src, tgt = plots._pick_sentence(toy.read_split("test"))
+    expected = plots._alignment(src)
+    assert 10 <= len(src) <= 14 and len(set(src)) == len(src)
+    assert len(expected) == len(tgt) + 1 and expected[-1] is None  # one per target word, then <eos>
+    crossings = [t for t in range(len(tgt) - 1) if expected[t] == expected[t + 1] + 1]
+    assert len(crossings) >= 2 and all(toy.DICTIONARY[src[expected[t]]] == tgt[t] for t in range(len(tgt)))
+
+
+def test_main_refuses_a_folder_without_lab_files_in_one_line(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(plots.PlotError, match="holds none of encoder.py"):
+        plots.main(submission=tmp_path / "empty", out=tmp_path / "out")

@@ -34,7 +34,7 @@ LENGTHS = (1, 5, 10, 15, 20, 30, 40)
 
 def models() -> dict[str, torch.nn.Module]:
     ref = load_reference(ROOT / "reference")
-    from grader.baseline import Seq2Seq
+    from grader.baseline import Seq2SeqBaseline as Seq2Seq
 
     cfg = train.TrainConfig()
     out = {}

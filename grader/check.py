@@ -50,7 +50,7 @@ def stage(submission: Path, into: Path) -> Path:
 
 def main(
     *, submission: Path, pieces: list[str], fmt: str, seed: str | None, limits: Limits, out: Path | None = None,
-    echo=print,
+    echo=print, plots: Path | None = None,
 ) -> int:
     """Grade and print (or write) the report; returns the exit code: 0 all passed, 1 some failed."""
     seed = seed or os.environ.get("ATTNLAB_SEED") or DEFAULT_SEED
@@ -74,5 +74,14 @@ def main(
         echo(table if fmt != "text" else f"report written to {out}")
     else:
         echo(text)
+    if plots:
+        from . import plots as drawing
+
+        echo("training your model for the plots (about a minute)...")
+        try:
+            paths = drawing.main(submission=submission, out=plots, memory_gb=limits.memory_gb)
+            echo("plots written: " + ", ".join(str(p) for p in paths))
+        except drawing.PlotError as e:
+            echo(f"no plots: {e}")
     failed = any(not c.passed and not c.skipped for r in runs for c in r.cases)
     return 1 if failed else 0

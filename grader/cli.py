@@ -55,8 +55,10 @@ def _submission(path: Path, scratch: Path) -> Path:
 @click.option("--piece-timeout", type=float, default=Limits.piece_timeout, show_default=True, help="Seconds one piece's process may run.")
 @click.option("--memory-gb", type=float, default=Limits.memory_gb, show_default=True, help="Address-space cap of each piece's process.")
 @click.option("--quick", is_flag=True, help="Leave out the slow length-30 training case.")
+@click.option("--plots", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Also train your model and write its attention heatmap and length curve (PNG) here.")
 def check(pieces: tuple[str, ...], submission: Path, fmt: str, out: Path | None, seed: str | None,
-          case_timeout: float, piece_timeout: float, memory_gb: float, quick: bool) -> None:
+          case_timeout: float, piece_timeout: float, memory_gb: float, quick: bool, plots: Path | None) -> None:
     """Grade PIECES (default: all) of a submission folder or notebook (`grade lesson.ipynb` works too)."""
     import tempfile
 
@@ -82,7 +84,7 @@ def check(pieces: tuple[str, ...], submission: Path, fmt: str, out: Path | None,
     with tempfile.TemporaryDirectory(prefix="attnlab-cli-") as scratch:
         code = verb.main(submission=_submission(submission, Path(scratch)), pieces=list(dict.fromkeys(pieces)), fmt=fmt,
                          seed=seed, limits=Limits(case_timeout, piece_timeout, memory_gb, quick), out=out,
-                         echo=lambda text: click.echo(text, color=sys.stdout.isatty()))
+                         echo=lambda text: click.echo(text, color=sys.stdout.isatty()), plots=plots)
     sys.exit(code)
 
 

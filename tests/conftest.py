@@ -1,6 +1,7 @@
 """Helpers for the project's own tests: build submissions from the reference and grade them."""
 from __future__ import annotations
 
+import atexit
 import shutil
 import tempfile
 from pathlib import Path
@@ -11,7 +12,7 @@ from grader import ROOT
 from grader.check import grade, stage
 from grader.pieces import MODULES
 from grader.report import as_dict
-from grader.sandbox import Limits
+from grader.sandbox import Limits, Zygote
 
 REFERENCE = ROOT / "reference"
 QUICK = Limits(case_timeout=30, piece_timeout=120, memory_gb=6, quick=True)
@@ -36,9 +37,21 @@ def make_submission(where: Path, edits: dict[str, list[tuple[str, str]]] | None 
     return where
 
 
+_zygote: list[Zygote] = []
+
+
+def shared_zygote() -> Zygote:
+    """One fork server for the whole test session: each piece still runs in its own fresh child."""
+    if not _zygote or not _zygote[0].alive():
+        _zygote[:] = [Zygote()]
+        atexit.register(_zygote[0].close)
+    return _zygote[0]
+
+
 def grade_dict(submission: Path, pieces: list[str], limits: Limits = QUICK, seed: str = "0") -> dict:
     with tempfile.TemporaryDirectory(prefix="attnlab-test-") as tmp:
-        return as_dict(grade(submission=stage(submission, Path(tmp)), pieces=pieces, seed=seed, limits=limits))
+        staged = stage(submission, Path(tmp))
+        return as_dict(grade(submission=staged, pieces=pieces, seed=seed, limits=limits, zygote=shared_zygote()))
 
 
 def scores(report: dict) -> dict[str, tuple[int, int]]:

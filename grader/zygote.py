@@ -7,6 +7,7 @@ object per line: the parent sends {"argv", "cwd", "key", "output", "memory_gb"};
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -18,9 +19,27 @@ def _warm() -> None:
     import torch
     import torch._dynamo  # noqa: F401  - the meta device imports it lazily; do it once here
 
-    from . import checks, evaluate, guard, plugin, submission, toy, train  # noqa: F401
+    from . import artifacts, checks, evaluate, guard, plugin, submission, toy, train  # noqa: F401
 
+    # every child would import these again: pytest's built-in plugins and the case modules
+    import importlib
+
+    from _pytest.config import default_plugins
+
+    for name in default_plugins:
+        try:
+            importlib.import_module(f"_pytest.{name}")
+        except ImportError:
+            pass
+    from .layout import CASES, PUBLIC
+
+    for folder, package in ((CASES, "grader.cases"), (PUBLIC, "grader.public")):
+        for path in sorted(folder.glob("test_*.py")):
+            importlib.import_module(f"{package}.{path.stem}")
     torch.set_num_threads(1)
+    # what the server imported is permanent: children's collections need not walk torch's object graph
+    gc.collect()
+    gc.freeze()
 
 
 def _child(req: dict) -> None:

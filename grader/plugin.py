@@ -205,6 +205,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         msgs.append(f"the submission replaced {', '.join(sorted(set(st['tainted'])))}; the grader ignores this piece's results")
     elif rep.failed and call.excinfo is not None:
         msgs.append(explain(call.excinfo.value, item))
+        if msgs[-1].startswith("timed out"):
+            st["hung"] = True
     elif rep.skipped and call.excinfo is not None:
         msgs.append("skipped: " + str(getattr(call.excinfo.value, "msg", call.excinfo.value)))
     item.stash.setdefault(_outcomes_key, []).append(rep.outcome)
@@ -232,6 +234,18 @@ def _write_record(item: pytest.Item, st: dict) -> None:
             os.write(fd, (json.dumps({"record": body, "mac": mac}) + "\n").encode())
         finally:
             os.close(fd)
+
+
+HUNG_TIMEOUT = 3.0  # seconds left to each later case of a piece once one of its cases timed out
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outside pytest-timeout's wrapper, which reads the marker
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    st = _state(item.config)
+    if st is not None and st.get("hung"):
+        # a case that does not hang needs well under a second; don't make a hung piece wait minutes
+        item.add_marker(pytest.mark.timeout(HUNG_TIMEOUT), append=False)
+    return (yield)
 
 
 @pytest.hookimpl(tryfirst=True)

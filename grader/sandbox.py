@@ -30,7 +30,7 @@ OUTPUT_LIMIT = 4000  # characters of a piece's stdout/stderr kept for the report
 class Limits:
     """Per-case and per-piece limits; the defaults leave room for the length-30 training case."""
 
-    case_timeout: float = 60.0
+    case_timeout: float = 15.0  # a case takes well under a second; the training case has its own limit
     piece_timeout: float = 1200.0
     memory_gb: float = 6.0
     quick: bool = False  # leave out the slow (training) cases

@@ -61,3 +61,33 @@ def test_a_notebook_is_graded_by_its_tagged_cells():
     result = run(str(ROOT / "exercises" / "lesson.ipynb"), "context", "--quick")
     assert result.exit_code == 1
     assert "not implemented yet (piece 'context'" in result.output
+
+
+def test_the_classroom_payload_sums_to_the_json_score(tmp_path):
+    import base64
+
+    args = ["context", "luong", "--submission", str(REFERENCE), "--quick"]
+    as_json = json.loads(run(*args, "--format", "json").output)
+    out = tmp_path / "r.b64"
+    result = run(*args, "--format", "classroom", "--out", str(out))
+    assert result.exit_code == 0 and "Total:" in result.output  # the table still reaches the log
+    payload = json.loads(base64.b64decode(out.read_text()))
+    assert payload["version"] == 1 and payload["status"] == "pass"
+    assert payload["max_score"] == as_json["max_score"]
+    assert sum(t["score"] for t in payload["tests"]) == as_json["score"]
+    assert {"name", "status", "score", "message", "test_code", "filename", "line_no", "duration"} <= set(payload["tests"][0])
+
+
+def test_gradescope_and_junit_reports_carry_every_case(lab, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    sub = lab(edits={"luong": [("scores = scores / d**0.5", "scores = scores")]})
+    gs, ju = tmp_path / "results.json", tmp_path / "report.xml"
+    assert run("luong", "--submission", str(sub), "--quick", "--format", "gradescope", "--out", str(gs)).exit_code == 1
+    assert run("luong", "--submission", str(sub), "--quick", "--format", "junit", "--out", str(ju)).exit_code == 1
+    results = json.loads(gs.read_text())
+    assert results["score"] == sum(t["score"] for t in results["tests"]) < sum(t["max_score"] for t in results["tests"])
+    assert any(t["status"] == "failed" and "sqrt(d)" in t["output"] for t in results["tests"])
+    suite = ET.parse(ju).getroot().find("testsuite")
+    assert suite.get("name") == "luong" and int(suite.get("failures")) >= 1
+    assert len(suite.findall("testcase")) == len(results["tests"])

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -56,8 +57,26 @@ def main(
     seed = seed or os.environ.get("ATTNLAB_SEED") or DEFAULT_SEED
     selected = pieces or list(PIECES)
     start = time.perf_counter()
+    from tqdm import tqdm
+
+    # a bar on a terminal only: logs (CI, Classroom) get the table alone
+    bar = tqdm(total=len(selected), unit="piece", file=sys.stderr, disable=not sys.stderr.isatty(), leave=False)
+
+    started = [False]
+
+    def progress(piece: str) -> None:
+        if started[0]:
+            bar.update(1)
+        started[0] = True
+        training = piece == "decoder" and not limits.quick
+        bar.set_postfix_str(f"{piece}{' (training your model, about a minute)' if training else ''}")
+
     with tempfile.TemporaryDirectory(prefix="attnlab-sub-") as tmp:
-        runs = grade(submission=stage(submission, Path(tmp)), pieces=selected, seed=seed, limits=limits)
+        try:
+            runs = grade(submission=stage(submission, Path(tmp)), pieces=selected, seed=seed, limits=limits,
+                         progress=progress)
+        finally:
+            bar.close()
     seconds = round(time.perf_counter() - start, 2)
     table = report.to_text(runs, str(submission)) + f"  ({seconds:.1f} s)"
     if layout.current().public:

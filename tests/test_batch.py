@@ -1,0 +1,41 @@
+"""`grade batch` and `grade --plots` as an instructor and a student run them."""
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import zipfile
+
+from click.testing import CliRunner
+
+from conftest import REFERENCE
+from grader import ROOT
+from grader.cli import cli
+
+
+def test_a_broken_submission_becomes_a_row_and_the_batch_goes_on(tmp_path):
+    good = tmp_path / "alice"
+    shutil.copytree(REFERENCE, good)
+    with zipfile.ZipFile(tmp_path / "bob.zip", "w") as zf:
+        for path in (ROOT / "exercises").glob("*.py"):
+            zf.write(path, f"bob/{path.name}")
+    (tmp_path / "carol.zip").write_text("not a zip")
+    out = tmp_path / "grades.csv"
+    result = CliRunner().invoke(cli, ["batch", str(good), str(tmp_path / "bob.zip"), str(tmp_path / "carol.zip"),
+                                      "--quick", "-j", "2", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = {r["student"]: r for r in csv.DictReader(out.open())}
+    assert rows["alice"]["total"] == rows["alice"]["max_score"] and rows["alice"]["status"] == "ok"
+    assert rows["bob"]["total"] == "0" and rows["bob"]["status"] == "ok"
+    assert rows["carol"]["status"].startswith("error: not a readable zip")
+    report = json.loads((tmp_path / "grades-reports" / "alice.json").read_text())
+    assert report["score"] == report["max_score"] and len(report["pieces"]) == 6
+
+
+def test_plots_are_written_where_the_report_says(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_PLOT_STEPS", "30")
+    result = CliRunner().invoke(cli, ["context", "--quick", "--submission", str(REFERENCE), "--plots", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "plots written:" in result.output
+    for name in ("heatmap.png", "length_curve.png"):
+        assert (tmp_path / name).stat().st_size > 10_000

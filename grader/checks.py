@@ -1,8 +1,6 @@
 """Assertions for the hidden cases: they tell a student what is wrong without printing the answer."""
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn as nn
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -121,5 +119,3 @@ def ops(fn) -> int:
         fn()
     return counter.count
 
-
-SQRT = math.sqrt

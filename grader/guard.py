@@ -50,8 +50,8 @@ def tampered() -> list[str]:
     return changed
 
 
-def install(submission_dir: Path, protected: list[Path], flags: list[str]) -> None:
-    """Install the audit hook; what it refuses is also appended to `flags` for the report."""
+def install(submission_dir: Path, protected: list[Path]) -> None:
+    """Install the audit hook; what it refuses reaches the report as the failing case's message."""
     sub = str(submission_dir.resolve()) + os.sep
     prot = tuple(str(p.resolve()) + os.sep for p in protected)
     forbidden_modules = ("reference", "grader", "attnlab_reference", "_pytest", "pytest")
@@ -79,7 +79,6 @@ def install(submission_dir: Path, protected: list[Path], flags: list[str]) -> No
 
     def refuse(where: str, what: str) -> None:
         msg = f"{what} (at {where})"
-        flags.append(msg)
         raise Blocked(f"the grader blocked this: {msg}")
 
     def hook(event: str, args: tuple) -> None:

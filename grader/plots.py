@@ -29,6 +29,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from . import ROOT  # noqa: E402
+from .sandbox import signal_name  # noqa: E402
 
 if TYPE_CHECKING:  # the parent never needs torch itself
     import torch.nn as nn
@@ -172,7 +173,7 @@ def main(*, submission: Path, out: Path, timeout: float = 600, memory_gb: float 
         if errors:
             raise PlotError(errors[-1])
         if code < 0:
-            raise PlotError(f"the plotting process died with signal {-code} ({_signame(-code)}), often the "
+            raise PlotError(f"the plotting process died with signal {-code} ({signal_name(-code)}), often the "
                             f"{memory_gb:g} GB memory cap; make the model smaller or raise the cap")
         raise PlotError(f"the plotting process exited with code {code} before drawing; "
                         "run `grade` to find the piece at fault")
@@ -198,13 +199,6 @@ def _relay(stream, lines: deque[str], limit: int = 200) -> None:
         elif shown < limit:
             shown += 1
             print(f"    | {line}" if shown < limit else "    | (more output cut)", file=sys.stderr, flush=True)
-
-
-def _signame(num: int) -> str:
-    try:
-        return signal.Signals(num).name
-    except ValueError:
-        return "unknown signal"
 
 
 # ---- the child: everything below runs submission code and only ever runs under `main`'s limits ----

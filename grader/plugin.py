@@ -76,7 +76,6 @@ def pytest_configure(config: pytest.Config) -> None:
         "seed": config.getoption("--attnlab-seed") or config.getini("attnlab_seed"),
         "key": key,
         "quick": config.getoption("--attnlab-quick"),
-        "flags": [],
         "reports": {},
         "tainted": [],
     }
@@ -87,7 +86,7 @@ def pytest_configure(config: pytest.Config) -> None:
     st["ref"] = load_reference(st["reference"]) if ref else None
     protected = [ROOT / "grader", *map(Path, config.getoption("--attnlab-protect"))]
     protected += ([ref] if ref else []) + ([Path(st["records"]).parent] if st["records"] else [])
-    guard.install(st["submission"], protected, st["flags"])
+    guard.install(st["submission"], protected)
 
 
 def _read_key(fd: int | None) -> bytes:
@@ -117,12 +116,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     keep = []
     for item in items:
-        piece = item.get_closest_marker("piece")
-        if piece is None or item.get_closest_marker("points") is None:
-            raise pytest.UsageError(f"{item.nodeid} lacks a piece or points marker")
-        if st["piece"] in (None, piece.args[0]) and not (st["quick"] and item.get_closest_marker("slow")):
+        piece, _ = _piece_and_points(item)
+        if st["piece"] in (None, piece) and not (st["quick"] and item.get_closest_marker("slow")):
             keep.append(item)
     items[:] = keep
+
+
+def _piece_and_points(item: pytest.Item) -> tuple[str, int]:
+    """Every case must carry the piece it grades and its points."""
+    piece, points = item.get_closest_marker("piece"), item.get_closest_marker("points")
+    if piece is None or points is None:
+        raise pytest.UsageError(f"{item.nodeid} lacks a piece or points marker")
+    return piece.args[0], points.args[0]
 
 
 def _write_manifest(path: Path, items: list[pytest.Item]) -> None:
@@ -130,12 +135,8 @@ def _write_manifest(path: Path, items: list[pytest.Item]) -> None:
 
     found: dict[str, list[dict]] = {p: [] for p in PIECES}
     for item in items:
-        piece, points = item.get_closest_marker("piece"), item.get_closest_marker("points")
-        if piece is None or points is None:
-            raise pytest.UsageError(f"{item.nodeid} lacks a piece or points marker")
-        found[piece.args[0]].append(
-            {"case": item.name, "points": points.args[0], "slow": item.get_closest_marker("slow") is not None}
-        )
+        piece, points = _piece_and_points(item)
+        found[piece].append({"case": item.name, "points": points, "slow": item.get_closest_marker("slow") is not None})
     path.write_text(json.dumps(found, indent=1) + "\n")
 
 

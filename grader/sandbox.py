@@ -175,12 +175,13 @@ def run_piece(
             code, status = _spawn(argv, tmp, key, out_path, limits)
         seconds = time.perf_counter() - start
         got = _read_records(records, key)
-        output = out_path.read_bytes()[-OUTPUT_LIMIT * 4 :].decode("utf-8", "replace") if out_path.exists() else ""
+        # the tail of what the submission printed (pytest's own reporter is off in the child)
+        output = out_path.read_bytes()[-OUTPUT_LIMIT * 4 :].decode("utf-8", "replace")[-OUTPUT_LIMIT:] if out_path.exists() else ""
     if status == "ok" and code < 0:
         status = "crashed"
     why = {
         "timeout": f"timed out: the piece ran past its {limits.piece_timeout:g} s limit and was stopped",
-        "crashed": f"crashed with signal {-code} ({_signame(-code)})" if code < 0 else "",
+        "crashed": f"crashed with signal {-code} ({signal_name(-code)})" if code < 0 else "",
         "ok": f"did not report: the process exited early (exit code {code})",
     }[status]
     cases = []
@@ -198,7 +199,7 @@ def run_piece(
     if status == "ok" and code not in (0, 1) and all(c.passed for c in cases):
         status = "exited"
     flags = sorted({c.message for c in cases if c.message.startswith("the grader blocked")})
-    return PieceRun(piece, cases, _clean_output(output), seconds, status, flags)
+    return PieceRun(piece, cases, output, seconds, status, flags)
 
 
 def _read_records(path: Path, key: str) -> dict[str, dict]:
@@ -220,13 +221,8 @@ def _read_records(path: Path, key: str) -> dict[str, dict]:
     return found
 
 
-def _signame(num: int) -> str:
+def signal_name(num: int) -> str:
     try:
         return signal.Signals(num).name
     except ValueError:
         return "unknown signal"
-
-
-def _clean_output(text: str) -> str:
-    """The tail of what the submission printed (pytest's own reporter is off in the child)."""
-    return text[-OUTPUT_LIMIT:]

@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from grader import artifacts, checks, evaluate, toy
-from . import util
 
 pytestmark = pytest.mark.piece("evaluation")
 

@@ -20,7 +20,7 @@ SUMS = DIR / "SHA256SUMS.json"
 # a half-trained reference model: mid-range accuracy, where evaluation mistakes change the numbers
 EVAL_MODEL = ("eval_model.pt", train.TrainConfig(embed_dim=16, hidden_dim=32, batch_size=64, lr=0.01, max_steps=300,
                                                  short_steps=300, short_len=20, eval_every=10**9, target_acc=2.0, seed=11,
-                                                 threads=1))
+                                                 betas=(0.9, 0.999), clip=1.0, threads=1))
 # accuracy by source length of the reference and of the no-attention baseline, for the plots
 CURVES = ("curves.json", train.TrainConfig())
 

@@ -5,6 +5,8 @@ The submission's decoder module is graded with the reference encoder and attenti
 """
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -143,7 +145,7 @@ def test_cuda_matches_cpu(sub, ref):
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # about a minute on 2 idle cores; generous for busy machines
 def test_trained_by_the_grader_it_translates_length_30_sentences(sub, ref):
-    cfg = train.TrainConfig()
+    cfg = dataclasses.replace(train.TrainConfig(), long_acc=0.0)  # the case needs length 30 only: stop there
     torch.manual_seed(cfg.seed)
     model = util.build(sub.Seq2SeqAttn, len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim, what="Seq2SeqAttn")
     checks.call(train.train, model, cfg, what="training your Seq2SeqAttn")

@@ -147,6 +147,12 @@ def batch_rate(n: int = 12) -> float:
         return n / (time.perf_counter() - t0) * 60
 
 
+def versus(v: float, base: float) -> str:
+    """'12% faster' or '6% slower' than base."""
+    change = (1 - v / base) * 100
+    return f"{abs(change):.0f}% {'faster' if change >= 0 else 'slower'}"
+
+
 def table(rows: list[list[str]]) -> str:
     head, *body = rows
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -174,13 +180,13 @@ def main() -> None:
     print(f"\n## Seconds per training step (B={train.TrainConfig().batch_size}, source lengths 20-30, "
           "median of 5 x 20 steps)\n")
     print(table([["model", "s/step", "vs Bahdanau"]]
-                + [[k, f"{v:.4f}", f"{(1 - v / steps['Bahdanau']) * 100:+.0f}% faster" if k != "Bahdanau" else "-"]
+                + [[k, f"{v:.4f}", versus(v, steps["Bahdanau"]) if k != "Bahdanau" else "-"]
                    for k, v in steps.items()]))
     attn = attention_seconds()
     figures["attention_seconds"] = attn
     print("\n## Attention alone per decoder step, forward + backward (B=32, T_src=25, median of 5 x 500 steps)\n")
     print(table([["attention", "microseconds", "vs Bahdanau"]]
-                + [[k, f"{v * 1e6:.0f}", f"{(1 - v / attn['Bahdanau']) * 100:+.0f}% faster" if k != "Bahdanau" else "-"]
+                + [[k, f"{v * 1e6:.0f}", versus(v, attn["Bahdanau"]) if k != "Bahdanau" else "-"]
                    for k, v in attn.items()]))
     g = grading(args.repeats)
     figures["grade"] = g

@@ -24,6 +24,11 @@ def student_name(path: Path) -> str:
     return path.stem if path.is_file() else path.name
 
 
+def error_row(name: str, message: str) -> dict:
+    """A gradebook row for a submission that could not be graded: zero everywhere, and why."""
+    return {"student": name, **{p: 0 for p in PIECES}, "total": 0, "max_score": None, "status": f"error: {message}"}
+
+
 def unpack(path: Path, into: Path) -> Path:
     """A folder laid out like exercises/ for a folder, a .zip or a notebook submission."""
     if path.is_dir():
@@ -75,9 +80,8 @@ def main(
             try:
                 sub = unpack(path, Path(tmp))
             except BadSubmission as e:
-                row = {"student": name, **{p: 0 for p in PIECES}, "total": 0, "max_score": None, "status": f"error: {e}"}
                 (reports / f"{name}.json").write_text(json.dumps({"student": name, "error": str(e)}, indent=2) + "\n")
-                return row
+                return error_row(name, str(e))
             runs = grade(submission=sub, pieces=list(PIECES), seed=seed, limits=limits, zygote=local.zygote)
         data = report.as_dict(runs, student=name, seed=seed, quick=limits.quick)
         (reports / f"{name}.json").write_text(json.dumps(data, indent=2) + "\n")
@@ -97,9 +101,7 @@ def main(
                 try:
                     rows.append(fut.result())
                 except Exception as e:  # noqa: BLE001 - a grader fault on one student is still just one row
-                    name = student_name(futures[fut])
-                    rows.append({"student": name, **{p: 0 for p in PIECES}, "total": 0, "max_score": None,
-                                 "status": f"error: {type(e).__name__}: {e}"})
+                    rows.append(error_row(student_name(futures[fut]), f"{type(e).__name__}: {e}"))
                 if bar:
                     bar.update(1)
     finally:

@@ -17,6 +17,11 @@ PUBLIC_NOTE = ("Public smoke checks only: the graded cases are sealed in this re
                "(where ATTNLAB_SEAL_KEY is set). Passing these is not the grade.")
 
 
+def resolve_seed(seed: str | None) -> str:
+    """The hidden seed: given, else ATTNLAB_SEED, else the default."""
+    return seed or os.environ.get("ATTNLAB_SEED") or DEFAULT_SEED
+
+
 def grade(
     *, submission: Path, pieces: list[str], seed: str, limits: Limits, reference: Path | None = None,
     progress=None, zygote: Zygote | None = None,
@@ -54,7 +59,7 @@ def main(
     echo=print, plots: Path | None = None,
 ) -> int:
     """Grade and print (or write) the report; returns the exit code: 0 all passed, 1 some failed."""
-    seed = seed or os.environ.get("ATTNLAB_SEED") or DEFAULT_SEED
+    seed = resolve_seed(seed)
     selected = pieces or list(PIECES)
     start = time.perf_counter()
     from tqdm import tqdm
@@ -102,5 +107,4 @@ def main(
             echo("plots written: " + ", ".join(str(p) for p in paths))
         except drawing.PlotError as e:
             echo(f"no plots: {e}")
-    failed = any(not c.passed and not c.skipped for r in runs for c in r.cases)
-    return 1 if failed else 0
+    return 1 if any(report.failures(r) for r in runs) else 0

@@ -42,6 +42,24 @@ def _submission(path: Path, scratch: Path) -> Path:
     return path.resolve()
 
 
+def grading_options(command):
+    """--seed, the limits and --quick: the same for one submission (`check`) and a class (`batch`)."""
+    options = [
+        click.option("--seed", default=None,
+                     help="Hidden seed for the cases' random inputs (or ATTNLAB_SEED); instructors rotate it."),
+        click.option("--case-timeout", type=float, default=Limits.case_timeout, show_default=True,
+                     help="Seconds one case may run."),
+        click.option("--piece-timeout", type=float, default=Limits.piece_timeout, show_default=True,
+                     help="Seconds one piece's process may run."),
+        click.option("--memory-gb", type=float, default=Limits.memory_gb, show_default=True,
+                     help="Address-space cap of each piece's process."),
+        click.option("--quick", is_flag=True, help="Leave out the slow length-30 training case."),
+    ]
+    for option in reversed(options):  # applied bottom-up, so --help lists them in this order
+        command = option(command)
+    return command
+
+
 @cli.command()
 @click.argument("pieces", nargs=-1)
 @click.option("--submission", "-s", type=click.Path(path_type=Path), default=Path("exercises"), show_default=True,
@@ -50,11 +68,7 @@ def _submission(path: Path, scratch: Path) -> Path:
               show_default=True, help="text: a table per piece with hints; json: score, max_score and pieces; classroom: "
               "base64 payload for the Classroom reporter; gradescope: results.json; junit: JUnit XML.")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Write the report here instead of stdout.")
-@click.option("--seed", default=None, help="Hidden seed for the cases' random inputs (or ATTNLAB_SEED); instructors rotate it.")
-@click.option("--case-timeout", type=float, default=Limits.case_timeout, show_default=True, help="Seconds one case may run.")
-@click.option("--piece-timeout", type=float, default=Limits.piece_timeout, show_default=True, help="Seconds one piece's process may run.")
-@click.option("--memory-gb", type=float, default=Limits.memory_gb, show_default=True, help="Address-space cap of each piece's process.")
-@click.option("--quick", is_flag=True, help="Leave out the slow length-30 training case.")
+@grading_options
 @click.option("--plots", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Also train your model and write its attention heatmap and length curve (PNG) here.")
 def check(pieces: tuple[str, ...], submission: Path, fmt: str, out: Path | None, seed: str | None,
@@ -95,24 +109,18 @@ def check(pieces: tuple[str, ...], submission: Path, fmt: str, out: Path | None,
 @click.option("--reports", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Folder for one JSON report per student (default: next to the CSV).")
 @click.option("--jobs", "-j", type=int, default=None, help="Submissions graded at once (default: the number of cores).")
-@click.option("--quick", is_flag=True, help="Leave out the slow length-30 training case.")
-@click.option("--seed", default=None, help="Hidden seed (or ATTNLAB_SEED).")
-@click.option("--case-timeout", type=float, default=Limits.case_timeout, show_default=True)
-@click.option("--piece-timeout", type=float, default=Limits.piece_timeout, show_default=True)
-@click.option("--memory-gb", type=float, default=Limits.memory_gb, show_default=True)
+@grading_options
 def batch(submissions: tuple[Path, ...], out: Path, reports: Path | None, jobs: int | None, quick: bool, seed: str | None,
           case_timeout: float, piece_timeout: float, memory_gb: float) -> None:
     """Regrade a class: one folder, .zip or .ipynb per student, in parallel."""
-    import os
-
     from . import batch as verb
-    from .check import DEFAULT_SEED
+    from .check import resolve_seed
 
     missing = [str(p) for p in submissions if not p.exists()]
     if missing:
         raise click.BadParameter(f"not found: {', '.join(missing)}", param_hint="SUBMISSIONS")
     graded, bad = verb.main(submissions=list(submissions), out=out, reports=reports, jobs=jobs or verb.default_jobs(),
-                            seed=seed or os.environ.get("ATTNLAB_SEED") or DEFAULT_SEED,
+                            seed=resolve_seed(seed),
                             limits=Limits(case_timeout, piece_timeout, memory_gb, quick))
     click.echo(f"graded {graded} submission(s), {bad} unreadable; gradebook: {out}")
 

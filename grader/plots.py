@@ -257,11 +257,17 @@ def _model(submission: Path, cfg: TrainConfig) -> tuple[nn.Module, list[str]]:
 
 def _culprit(exc: BaseException, submission: Path) -> str | None:
     """The submission file of the innermost traceback frame that lies in the submission folder."""
+    found = _innermost(exc, submission, LOADED)
+    return found[0].stem if found else None
+
+
+def _innermost(exc: BaseException, submission: Path, stems: Sequence[str] | None = None) -> tuple[Path, int] | None:
+    """(file, line) of the innermost traceback frame in the submission folder (among `stems`, if given)."""
     found = None
-    for frame, _ in traceback.walk_tb(exc.__traceback__):
+    for frame, line in traceback.walk_tb(exc.__traceback__):
         path = Path(frame.f_code.co_filename)
-        if path.parent == submission and path.stem in LOADED:
-            found = path.stem
+        if path.parent == submission and (stems is None or path.stem in stems):
+            found = path, line
     return found
 
 
@@ -286,19 +292,10 @@ def _pick_sentence(pairs: list) -> tuple[list[str], list[str]]:
 
 
 def _alignment(src: list[str]) -> list[int | None]:
-    """The source position each target word translates (toy.translate's swaps), None for the final <eos>."""
+    """The source position each target word translates (toy's swap rule), None for the final <eos>."""
     from . import toy
 
-    out: list[int | None] = []
-    i = 0
-    while i < len(src):
-        if src[i] in toy.ADJECTIVES and i + 1 < len(src) and src[i + 1] in toy.NOUNS:
-            out += [i + 1, i]  # noun first, then its adjective: the crossing
-            i += 2
-        else:
-            out.append(i)
-            i += 1
-    return out + [None]
+    return [*toy.alignment(src), None]
 
 
 def _draw(model: nn.Module, submission: Path, out: Path, steps: int, notes: list[str]) -> None:
@@ -389,12 +386,8 @@ def _run_child(argv: list[str]) -> int:
 
 def _where(exc: BaseException, submission: Path) -> str:
     """'decoder.py line 41' for the innermost frame in the submission folder, '' if none."""
-    found = ""
-    for frame, line in traceback.walk_tb(exc.__traceback__):
-        path = Path(frame.f_code.co_filename)
-        if path.parent == submission:
-            found = f"{path.name} line {line}"
-    return found
+    found = _innermost(exc, submission)
+    return f"{found[0].name} line {found[1]}" if found else ""
 
 
 if __name__ == "__main__":

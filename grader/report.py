@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 
-from .sandbox import PieceRun
+from .sandbox import CaseResult, PieceRun
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u2028\u2029]|\x1b\[[0-9;?]*[ -/]*[@-~]")
 
@@ -25,6 +26,17 @@ def title(case: str) -> str:
 
 def piece_score(run: PieceRun) -> tuple[int, int]:
     return sum(c.points for c in run.cases if c.passed), sum(c.points for c in run.cases)
+
+
+def total_score(runs: list[PieceRun]) -> tuple[int, int]:
+    """(points earned, points possible) over all pieces."""
+    scores = [piece_score(r) for r in runs]
+    return sum(got for got, _ in scores), sum(top for _, top in scores)
+
+
+def failures(run: PieceRun) -> list[CaseResult]:
+    """The cases that failed (a skipped case has not failed)."""
+    return [c for c in run.cases if not c.passed and not c.skipped]
 
 
 def as_dict(runs: list[PieceRun], **meta) -> dict:
@@ -60,7 +72,7 @@ def to_text(runs: list[PieceRun], source: str, color: bool = False) -> str:
     lines = [f"Attention lab: grading {source}", ""]
     for run in runs:
         got, top = piece_score(run)
-        failed = [c for c in run.cases if not c.passed and not c.skipped]
+        failed = failures(run)
         lines.append(f"{ok if not failed else bad} {run.name:<11} {got:>3}/{top:<3}")
         messages = sorted({c.message for c in failed})
         todo = [m.partition(": ")[2].rstrip(")") for m in messages if m.startswith("not implemented yet (piece '")]
@@ -74,17 +86,15 @@ def to_text(runs: list[PieceRun], source: str, color: bool = False) -> str:
         if run.output.strip():
             lines.append("    your code printed (last lines):")
             lines += [f"    | {safe(ln, 160)}" for ln in run.output.strip().splitlines()[-8:]]
-    total = sum(piece_score(r)[0] for r in runs)
-    top = sum(piece_score(r)[1] for r in runs)
-    skipped = sorted({safe(c.message) for r in runs for c in r.cases if c.skipped})
-    lines += [""] + [f"({n} point-free case(s) {m})" for m in skipped
-                     for n in [sum(1 for r in runs for c in r.cases if c.skipped and safe(c.message) == m)]]
+    total, top = total_score(runs)
+    skipped = Counter(safe(c.message) for r in runs for c in r.cases if c.skipped)
+    lines += [""] + [f"({n} point-free case(s) {m})" for m, n in sorted(skipped.items())]
     lines += [f"Total: {total}/{top}"]
     return "\n".join(lines)
 
 
 def _first_hint(run: PieceRun) -> str:
-    failed = [c for c in run.cases if not c.passed and not c.skipped]
+    failed = failures(run)
     if not failed:
         return "all cases passed"
     return f"{len(failed)} case(s) failed; first: {title(failed[0].name)}: {safe(failed[0].message, 200)}"
@@ -101,7 +111,7 @@ def to_classroom(runs: list[PieceRun]) -> str:
     tests = []
     for run in runs:
         got, top = piece_score(run)
-        failed = any(not c.passed and not c.skipped for c in run.cases)
+        failed = bool(failures(run))
         tests.append({
             "name": run.name,
             "status": "fail" if failed else "pass",
@@ -113,7 +123,7 @@ def to_classroom(runs: list[PieceRun]) -> str:
             "duration": int(run.seconds * 1000),
         })
     status = "error" if any(r.status != "ok" for r in runs) else ("fail" if any(t["status"] == "fail" for t in tests) else "pass")
-    payload = {"version": 1, "status": status, "max_score": sum(piece_score(r)[1] for r in runs), "tests": tests}
+    payload = {"version": 1, "status": status, "max_score": total_score(runs)[1], "tests": tests}
     return base64.b64encode(json.dumps(payload).encode()).decode()
 
 
@@ -130,9 +140,9 @@ def to_gradescope(runs: list[PieceRun]) -> str:
                 "output": safe(c.message, 500) if not c.passed else "",
                 "visibility": "visible",
             })
-    total = sum(piece_score(r)[0] for r in runs)
+    total, top = total_score(runs)
     return json.dumps({"score": total, "tests": tests, "visibility": "visible", "stdout_visibility": "hidden",
-                       "output": f"Attention lab: {total}/{sum(piece_score(r)[1] for r in runs)}"}, indent=2)
+                       "output": f"Attention lab: {total}/{top}"}, indent=2)
 
 
 def to_junit(runs: list[PieceRun]) -> str:
@@ -141,8 +151,8 @@ def to_junit(runs: list[PieceRun]) -> str:
 
     root = ET.Element("testsuites", name="attention-lab")
     for run in runs:
-        failures = sum(1 for c in run.cases if not c.passed and not c.skipped)
-        suite = ET.SubElement(root, "testsuite", name=run.name, tests=str(len(run.cases)), failures=str(failures),
+        suite = ET.SubElement(root, "testsuite", name=run.name, tests=str(len(run.cases)),
+                              failures=str(len(failures(run))),
                               skipped=str(sum(c.skipped for c in run.cases)), errors="0", time=f"{run.seconds:.3f}")
         for c in run.cases:
             case = ET.SubElement(suite, "testcase", classname=f"attnlab.{run.name}", name=c.name, time=f"{c.duration:.3f}")

@@ -48,17 +48,22 @@ SRC_STOI = {w: i for i, w in enumerate(SRC_ITOS)}
 TGT_STOI = {w: i for i, w in enumerate(TGT_ITOS)}
 
 
-def translate(words: list[str]) -> list[str]:
-    """Translate word for word, emitting noun before adjective wherever an adjective precedes a noun."""
+def alignment(words: list[str]) -> list[int]:
+    """The source position each target word translates: in order, except noun before adjective in a pair."""
     out, i = [], 0
     while i < len(words):
         if words[i] in ADJECTIVES and i + 1 < len(words) and words[i + 1] in NOUNS:
-            out += [DICTIONARY[words[i + 1]], DICTIONARY[words[i]]]
+            out += [i + 1, i]
             i += 2
         else:
-            out.append(DICTIONARY[words[i]])
+            out.append(i)
             i += 1
     return out
+
+
+def translate(words: list[str]) -> list[str]:
+    """Translate word for word, emitting noun before adjective wherever an adjective precedes a noun."""
+    return [DICTIONARY[words[i]] for i in alignment(words)]
 
 
 def sample_sentence(rng: random.Random, length: int) -> list[str]:

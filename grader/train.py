@@ -34,6 +34,10 @@ class TrainConfig:
     short_len: int = 10
     threads: int = 1  # as fast as two on matrices this small, and no spinning when batch grading shares cores
 
+    def met(self, at_target: float, at_long: float) -> bool:
+        """Whether validation accuracies at target_len and long_len meet the early-stop targets."""
+        return at_target >= self.target_acc and at_long >= self.long_acc
+
 
 @dataclass
 class TrainResult:
@@ -83,6 +87,6 @@ def train(
         if step % cfg.eval_every == 0 or step == cfg.max_steps:
             acc = accuracy_by_length(model, valid)
             history.append((step, time.perf_counter() - start, acc[cfg.target_len], acc[cfg.long_len]))
-            if acc[cfg.target_len] >= cfg.target_acc and acc[cfg.long_len] >= cfg.long_acc:
+            if cfg.met(acc[cfg.target_len], acc[cfg.long_len]):
                 break
     return TrainResult(step, time.perf_counter() - start, history)

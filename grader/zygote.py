@@ -57,8 +57,6 @@ def _child(req: dict) -> None:
         sys.stdin = open(0, closefd=False)
         sys.stdout = open(1, "w", closefd=False, buffering=1)
         sys.stderr = open(2, "w", closefd=False, buffering=1)
-        for k, v in req.get("env", {}).items():
-            os.environ[k] = v
         import pytest
 
         code = pytest.main(["--attnlab-key-fd", str(r), *req["argv"]])

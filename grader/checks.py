@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
-# bound before any submission is imported, so a submission that patches torch cannot change them
+from .judge.remote import RemoteError
+
 _assert_close = torch.testing.assert_close
 _isfinite = torch.isfinite
-_Tensor = torch.Tensor
 
 
 class CaseFailure(AssertionError):
@@ -22,7 +21,7 @@ def fail(message: str) -> None:
 def tensor(x: object, what: str, shape: tuple[int, ...] | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Check that `x` is a plain tensor of the given shape and dtype."""
     if type(x) not in (torch.Tensor, nn.Parameter):
-        fail(f"{what} should be a torch.Tensor, got {type(x).__name__}")
+        fail(f"{what} should be a torch.Tensor, got {getattr(x, 'type_name', None) or type(x).__name__}")
     if shape is not None and tuple(x.shape) != tuple(shape):
         fail(f"{what} has shape {tuple(x.shape)}, expected {tuple(shape)}; check which dimensions you squeeze, stack or transpose")
     if dtype is not None and x.dtype != dtype:
@@ -32,7 +31,8 @@ def tensor(x: object, what: str, shape: tuple[int, ...] | None = None, dtype: to
 
 def pair(x: object, what: str) -> tuple:
     if not isinstance(x, tuple) or len(x) != 2:
-        fail(f"{what} should be a tuple of 2, got {type(x).__name__}{'' if not isinstance(x, tuple) else f' of {len(x)}'}")
+        got = getattr(x, "type_name", None) or type(x).__name__
+        fail(f"{what} should be a tuple of 2, got {got}{'' if not isinstance(x, tuple) else f' of {len(x)}'}")
     return x
 
 
@@ -59,32 +59,24 @@ def close(actual: torch.Tensor, expected: torch.Tensor, what: str, hint: str, at
 
 
 def call(fn, *args, what: str, **kwargs):
-    """Call student code and name the call when it raises something other than NotImplementedError."""
+    """Call student code (a worker handle) and name the call when it raises."""
     try:
         return fn(*args, **kwargs)
-    except (NotImplementedError, CaseFailure, MemoryError, SystemExit):
-        raise
-    except RuntimeError as e:
-        if "allocate" in str(e):
-            raise
-        fail(f"{what} raised RuntimeError: {_short(e)}{where(e)}")
-    except Exception as e:  # noqa: BLE001
-        fail(f"{what} raised {type(e).__name__}: {_short(e)}{where(e)}")
+    except RemoteError as e:
+        raise student_failure(e, what) from None
 
 
-def _short(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return (text[0] if text else "")[:300]
-
-
-def where(e: BaseException) -> str:
-    tb, out = e.__traceback__, ""
-    while tb is not None:
-        fn = tb.tb_frame.f_code.co_filename
-        if "attnlab_submission" in tb.tb_frame.f_globals.get("__name__", ""):
-            out = f" (in {fn.rsplit('/', 1)[-1]}, line {tb.tb_lineno}, in {tb.tb_frame.f_code.co_name})"
-        tb = tb.tb_next
-    return out
+def student_failure(e: RemoteError, what: str) -> Exception:
+    """What the student sees for an exception their code raised in the worker."""
+    if e.kind == "not_implemented":
+        return NotImplementedError(str(e))
+    if e.kind == "exit":
+        return CaseFailure(f"your code called sys.exit({e}); return a value instead of exiting")
+    if e.kind == "memory":
+        return CaseFailure("ran out of memory: the grader caps each piece's memory; look for a tensor far larger than (B, T_src, H)")
+    if e.kind == "recursion":
+        return CaseFailure("hit Python's recursion limit: a method calls itself")
+    return CaseFailure(f"{what} raised {e.type_name}: {e}{e.where}")
 
 
 def on_device(device: str, hint: str, **tensors: object) -> None:
@@ -94,28 +86,9 @@ def on_device(device: str, hint: str, **tensors: object) -> None:
             fail(f"{name} ended up on {t.device.type}, not on the inputs' {device} device; {hint}")
 
 
-def copy_weights(student: nn.Module, reference: nn.Module, what: str) -> None:
-    """Give the student's module the reference's seeded random weights."""
+def copy_weights(student, reference: nn.Module, what: str) -> None:
+    """Give the student's module (a worker handle) the reference's seeded random weights."""
     try:
-        student.load_state_dict(reference.state_dict())
-    except RuntimeError as e:
-        fail(f"{what}'s parameters do not match the lab's layout ({_short(e)}); keep the constructor as given")
-
-
-class OpCounter(TorchDispatchMode):
-    """Counts the aten operations a piece of code runs (a Python loop over positions shows as growth with T)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.count = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.count += 1
-        return func(*args, **(kwargs or {}))
-
-
-def ops(fn) -> int:
-    with OpCounter() as counter:
-        fn()
-    return counter.count
-
+        student.load(reference.state_dict())
+    except RemoteError as e:
+        fail(f"{what}'s parameters do not match the lab's layout ({e}); keep the constructor as given")

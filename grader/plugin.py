@@ -1,8 +1,10 @@
 """The lab's pytest plugin: `piece`/`points` markers, submission fixtures and signed case records.
 
-Inert unless `--attnlab-submission` is given: then it runs in a grading child process, loads one
-piece of the submission, seeds every case, and writes one signed record per case to the records
-file. It never computes a score; the parent process does that from the records.
+Inert unless `--attnlab-submission` is given: then it runs in the judge, a trusted process that
+holds the hidden cases and the reference but never imports submission code. The `sub` fixture is a
+handle on a fresh jailed worker per case (grader.judge.remote) that runs the student's file; the
+plugin seeds every case and writes one signed record per case. It never computes a score; the
+parent process does that from the manifest and the records.
 """
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ PIECE_HELP = "the piece whose cases run in this process"
 RECORDS_HELP = "file that receives one signed JSON record per case"
 SEED_HELP = "hidden seed every case's random inputs derive from (instructors rotate it)"
 REFERENCE_HELP = "folder holding the reference solution"
-PROTECT_HELP = "a folder the submission may not read (repeatable)"
+WORKER_FD_HELP = "descriptor of a running worker server (grader.worker.server); without it the judge starts one"
+MEMORY_HELP = "address-space cap of each worker, in GB"
 KEY_FD_HELP = "file descriptor from which the parent's one-line signing key is read (then closed)"
 MANIFEST_HELP = "write every collected case's piece, points and slowness to this JSON file"
 QUICK_HELP = "skip the cases marked slow (the length-30 training run)"
@@ -39,7 +42,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--attnlab-piece", default=None, help=PIECE_HELP)
     group.addoption("--attnlab-records", default=None, help=RECORDS_HELP)
     group.addoption("--attnlab-reference", default=None, help=REFERENCE_HELP)
-    group.addoption("--attnlab-protect", action="append", default=[], help=PROTECT_HELP)
+    group.addoption("--attnlab-worker-fd", type=int, default=None, help=WORKER_FD_HELP)
+    group.addoption("--attnlab-memory-gb", type=float, default=6.0, help=MEMORY_HELP)
     group.addoption("--attnlab-key-fd", type=int, default=None, help=KEY_FD_HELP)
     group.addoption("--attnlab-seed", default=None, help=SEED_HELP)
     group.addoption("--attnlab-manifest", default=None, help=MANIFEST_HELP)
@@ -54,10 +58,8 @@ def pytest_configure(config: pytest.Config) -> None:
     sub = config.getoption("--attnlab-submission")
     if not sub:
         return
-    from . import ROOT, guard
-
     if config.pluginmanager.is_blocked("terminal"):
-        # the child runs with -p no:terminal so its output is only the submission's; pytest-timeout
+        # the judge runs with -p no:terminal so its output is only the workers'; pytest-timeout
         # still asks for a terminal writer to dump stacks into, so give it one that writes nowhere
         from _pytest._io import TerminalWriter
 
@@ -68,6 +70,9 @@ def pytest_configure(config: pytest.Config) -> None:
     key = _read_key(config.getoption("--attnlab-key-fd"))
     ref_opt = config.getoption("--attnlab-reference")
     ref = Path(ref_opt) if ref_opt else None  # None: a release without its sealed cases, public checks only
+    from .judge.remote import Output
+    from .submission import load_reference
+
     st = {
         "submission": Path(sub).resolve(),
         "reference": ref.resolve() if ref else None,
@@ -76,17 +81,27 @@ def pytest_configure(config: pytest.Config) -> None:
         "seed": config.getoption("--attnlab-seed") or config.getini("attnlab_seed"),
         "key": key,
         "quick": config.getoption("--attnlab-quick"),
+        "memory_gb": config.getoption("--attnlab-memory-gb"),
+        "worker_fd": config.getoption("--attnlab-worker-fd"),
+        "server": None,
+        "output": Output(),
+        "jail": set(),
         "reports": {},
-        "tainted": [],
     }
     config.stash[state_key] = st
-    # the reference must be imported before the guard starts refusing reads of its folder
-    from .submission import load_reference
-
     st["ref"] = load_reference(st["reference"]) if ref else None
-    protected = [ROOT / "grader", *map(Path, config.getoption("--attnlab-protect"))]
-    protected += ([ref] if ref else []) + ([Path(st["records"]).parent] if st["records"] else [])
-    guard.install(st["submission"], protected)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    st = _state(config)
+    if st is None:
+        return
+    text = st["output"].text()
+    if text:
+        sys.stdout.write(text)  # the judge's own stdout is the piece's output file: the tail of what workers printed
+        sys.stdout.flush()
+    if st["server"] is not None:
+        st["server"].close()
 
 
 def _read_key(fd: int | None) -> bytes:
@@ -149,28 +164,44 @@ def ref(request: pytest.FixtureRequest):
     return st["ref"]
 
 
-@pytest.fixture(scope="session")
-def _piece_module(request: pytest.FixtureRequest):
-    from .submission import SubmissionError, load_piece
+def case_seed(st: dict, name: str) -> int:
+    """The seed of one case: from the hidden seed and the case's name, the same on every run."""
+    return zlib.crc32(f"{st['seed']}:{name}".encode())
+
+
+def case_timeout(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("timeout")
+    return float(marker.args[0]) if marker else float(item.config.getini("timeout") or 15)
+
+
+@pytest.fixture
+def sub(request: pytest.FixtureRequest):
+    """The student's file for the piece under test, in a fresh jailed worker (grader.judge.remote.Submission)."""
+    from .judge.remote import Submission, WorkerServer, student_sources
+    from .pieces import PIECES
+    from .submission import ORDER
 
     st = _state(request.config)
     if st is None:
         pytest.skip("the attention lab plugin is not grading (no --attnlab-submission)")
-    try:
-        return load_piece(st["piece"], st["submission"], st["reference"]), None
-    except SubmissionError as e:
-        return None, str(e)
-
-
-@pytest.fixture
-def sub(_piece_module, request: pytest.FixtureRequest):
-    """The submission's module for the piece under test."""
-    mod, error = _piece_module
-    if error:
+    stem = PIECES[st["piece"]].module
+    path = st["submission"] / f"{stem}.py"
+    if not path.is_file() or path.is_symlink():
         from .checks import CaseFailure
 
-        raise CaseFailure(error)
-    return mod
+        raise CaseFailure(f"{path.name} is missing from the submission folder; restore it from the lab.")
+    if "sources" not in st:
+        st["sources"] = student_sources(st["submission"], st["reference"], stem, ORDER, stubbed=stem == "evaluation")
+    if st["server"] is None:
+        st["server"] = WorkerServer(st["worker_fd"])
+    timeout = case_timeout(request.node)
+    handle = Submission(st["server"], st["sources"], stem, path.name, case_seed(st, request.node.name),
+                        time.monotonic() + timeout, st["output"], st["memory_gb"], int(timeout) + 60)
+    try:
+        yield handle
+    finally:
+        handle.close()
+        st["jail"].update(handle.jail)
 
 
 @pytest.fixture(autouse=True)
@@ -182,7 +213,7 @@ def _seeded(request: pytest.FixtureRequest):
         return
     import torch
 
-    seed = zlib.crc32(f"{st['seed']}:{request.node.name}".encode())
+    seed = case_seed(st, request.node.name)
     torch.manual_seed(seed)
     random.seed(seed)
     torch.set_num_threads(1)
@@ -195,16 +226,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     st = _state(item.config)
     if st is None:
         return rep
-    from . import guard
-
     msgs = st["reports"].setdefault(item.nodeid, [])
-    changed = guard.tampered()
-    if changed:
-        st["tainted"] += changed
-    if st["tainted"]:
-        rep.outcome = "failed"
-        msgs.append(f"the submission replaced {', '.join(sorted(set(st['tainted'])))}; the grader ignores this piece's results")
-    elif rep.failed and call.excinfo is not None:
+    if rep.failed and call.excinfo is not None:
         msgs.append(explain(call.excinfo.value, item))
         if msgs[-1].startswith("timed out"):
             st["hung"] = True
@@ -226,6 +249,7 @@ def _write_record(item: pytest.Item, st: dict) -> None:
         "skipped": any(o == "skipped" for o in outcomes) and not any(o == "failed" for o in outcomes),
         "message": msgs[0] if msgs else "",
         "duration": round(time.perf_counter() - item.stash.get(_start_key, time.perf_counter()), 3),
+        "jail": sorted(st["jail"]),
     }
     body = json.dumps(record, sort_keys=True)
     mac = hmac.new(st["key"], body.encode(), hashlib.sha256).hexdigest()
@@ -257,25 +281,21 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def explain(exc: BaseException, item: pytest.Item) -> str:
     """Turn whatever a case raised into one line for the student (never the case's source)."""
-    from .checks import CaseFailure, where
-    from .guard import Blocked
+    from .checks import CaseFailure
+    from .judge.remote import LoadError, RemoteError, WorkerLost
 
     name = type(exc).__name__
-    if isinstance(exc, CaseFailure):
+    if isinstance(exc, (CaseFailure, LoadError)):
         return str(exc)
     if isinstance(exc, NotImplementedError):
         return f"not implemented yet ({exc})" if str(exc) else "not implemented yet"
-    if isinstance(exc, Blocked):
-        return str(exc)
-    if isinstance(exc, SystemExit):
-        return f"your code called sys.exit({exc.code!r}); return a value instead of exiting"
-    if isinstance(exc, MemoryError) or "allocate" in str(exc):
-        return "ran out of memory: the grader caps each piece's memory; look for a tensor far larger than (B, T_src, H)"
+    if isinstance(exc, RemoteError):
+        from .checks import student_failure
+
+        return str(student_failure(exc, "your code"))
     text = str(exc).strip().splitlines()
-    if name == "Failed" and text and text[0].startswith("Timeout"):
-        limit = item.get_closest_marker("timeout")
-        secs = limit.args[0] if limit else item.config.getini("timeout")
-        return f"timed out after {secs} s: look for a loop that never ends"
-    if isinstance(exc, RecursionError):
-        return "hit Python's recursion limit: a method calls itself"
-    return f"{name}: {(text[0] if text else '')[:300]}{where(exc)}"
+    if (isinstance(exc, WorkerLost) and exc.timed_out) or (name == "Failed" and text and text[0].startswith("Timeout")):
+        return f"timed out after {case_timeout(item):g} s: look for a loop that never ends"
+    if isinstance(exc, WorkerLost):
+        return f"your code {exc}: the process running it ended before answering"
+    return f"the grader could not run this case ({name}: {(text[0] if text else '')[:200]}); please report it"

@@ -53,7 +53,7 @@ def as_dict(runs: list[PieceRun], **meta) -> dict:
                  "skipped": c.skipped, "message": safe(c.message), "duration": round(c.duration, 3)}
                 for c in run.cases
             ],
-            "flags": [safe(f) for f in run.flags],
+            "jail_missing": [safe(f) for f in run.jail],
         })
     return {
         "score": sum(p["score"] for p in pieces),
@@ -89,6 +89,9 @@ def to_text(runs: list[PieceRun], source: str, color: bool = False) -> str:
     total, top = total_score(runs)
     skipped = Counter(safe(c.message) for r in runs for c in r.cases if c.skipped)
     lines += [""] + [f"({n} point-free case(s) {m})" for m, n in sorted(skipped.items())]
+    gaps = sorted({g for r in runs for g in r.jail})
+    if gaps:
+        lines.append(f"(note: the worker jail here lacks {', '.join(gaps)}; the score counts the same)")
     lines += [f"Total: {total}/{top}"]
     return "\n".join(lines)
 

@@ -1,7 +1,8 @@
-"""Run one piece's hidden cases in a child process and turn its signed records into case results.
+"""Run one piece's hidden cases in a judge process and turn its signed records into case results.
 
-Everything the submission can touch lives in the child; this module only reads the records
-(verifying each signature), so a crash, hang, exit or tamper attempt costs that piece alone.
+The judge (a child forked by grader.zygote) runs the cases and asks jailed workers to run the
+student's code; this module only reads the records (verifying each signature) and scores them from
+the manifest, so a crash, hang, exit or tamper attempt costs that piece alone.
 """
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ class PieceRun:
     output: str = ""
     seconds: float = 0.0
     status: str = "ok"  # ok | timeout | crashed | exited
-    flags: list[str] = field(default_factory=list)
+    jail: list[str] = field(default_factory=list)  # jail layers this machine could not put up
 
 
 def _limit_child(memory_gb: float) -> None:
@@ -163,7 +164,7 @@ def run_piece(
             "-p", "no:unraisableexception", "-p", "no:threadexception",
             "--rootdir", tmp, "-c", str(ini), "--attnlab-submission", str(submission), "--attnlab-piece", piece,
             "--attnlab-records", str(records), "--attnlab-seed", seed, "--attnlab-reference", str(reference or ""),
-            "--attnlab-protect", str(cases), str(cases / f"test_{piece}.py"),
+            "--attnlab-memory-gb", f"{limits.memory_gb:g}", str(cases / f"test_{piece}.py"),
         ] + (["--attnlab-quick"] if limits.quick else [])
         start = time.perf_counter()
         if zygote is not None and zygote.alive():
@@ -176,7 +177,7 @@ def run_piece(
         seconds = time.perf_counter() - start
         got = _read_records(records, key)
         # the tail of what the submission printed (pytest's own reporter is off in the child)
-        output = out_path.read_bytes()[-OUTPUT_LIMIT * 4 :].decode("utf-8", "replace")[-OUTPUT_LIMIT:] if out_path.exists() else ""
+        output = _tail(out_path)
     if status == "ok" and code < 0:
         status = "crashed"
     why = {
@@ -198,8 +199,17 @@ def run_piece(
         cases.append(CaseResult(case["case"], case["points"], passed, message, skipped, float(rec.get("duration", 0))))
     if status == "ok" and code not in (0, 1) and all(c.passed for c in cases):
         status = "exited"
-    flags = sorted({c.message for c in cases if c.message.startswith("the grader blocked")})
-    return PieceRun(piece, cases, output, seconds, status, flags)
+    jail = sorted({str(x) for rec in got.values() for x in rec.get("jail", [])})
+    return PieceRun(piece, cases, output, seconds, status, jail)
+
+
+def _tail(path: Path) -> str:
+    """The end of the piece's output file, read without loading all of it."""
+    if not path.exists():
+        return ""
+    with open(path, "rb") as f:
+        f.seek(max(0, path.stat().st_size - OUTPUT_LIMIT * 4))
+        return f.read().decode("utf-8", "replace")[-OUTPUT_LIMIT:]
 
 
 def _read_records(path: Path, key: str) -> dict[str, dict]:

@@ -46,6 +46,48 @@ class TrainResult:
     history: list[tuple[int, float, float, float]]  # (step, seconds, valid. accuracy at target_len, at long_len)
 
 
+class Trainer:
+    """The teacher-forced Adam steps of the schedule, run in chunks; no evaluation (that is the caller's)."""
+
+    def __init__(self, model: nn.Module, cfg: TrainConfig | dict, pairs: list | None = None) -> None:
+        self.cfg = cfg if isinstance(cfg, TrainConfig) else TrainConfig(**{**cfg, "betas": tuple(cfg["betas"])})
+        torch.set_num_threads(self.cfg.threads)
+        self.model = model
+        self.gen = torch.Generator().manual_seed(self.cfg.seed)
+        self.pairs = pairs if pairs is not None else toy.read_split("train")
+        self.short = [p for p in self.pairs if len(p[0]) <= self.cfg.short_len]
+        self.opt = torch.optim.Adam(model.parameters(), lr=self.cfg.lr, betas=self.cfg.betas)
+        # OneCycleLR needs at least two warm-up steps; tiny budgets (notebook smoke runs) stretch the warm-up
+        total = max(self.cfg.max_steps, 3)
+        self.sched = torch.optim.lr_scheduler.OneCycleLR(self.opt, max_lr=self.cfg.lr, total_steps=total,
+                                                         pct_start=max(0.1, 2.0 / total))
+        self.step = 0
+        self.batches: list[toy.Batch] = []
+
+    def run(self, steps: int, progress: Callable[[int, int, float], None] | None = None) -> int:
+        """Take up to `steps` more steps (never past max_steps); returns the steps taken so far."""
+        cfg, model = self.cfg, self.model
+        model.train()
+        for _ in range(max(0, min(steps, cfg.max_steps - self.step))):
+            if self.step == cfg.short_steps:
+                self.batches = []
+            if not self.batches:
+                self.batches = toy.bucketed_batches(self.short if self.step < cfg.short_steps else self.pairs,
+                                                    cfg.batch_size, self.gen)
+            b = self.batches.pop()
+            logits, _ = model(b.src, b.src_mask, b.tgt)  # (B, T_tgt - 1, V)
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), b.tgt[:, 1:].reshape(-1), ignore_index=0)
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+            self.opt.step()
+            self.sched.step()
+            self.step += 1
+            if progress:
+                progress(self.step, cfg.max_steps, float(loss.detach()))
+        return self.step
+
+
 def train(
     model: nn.Module,
     cfg: TrainConfig,
@@ -54,39 +96,14 @@ def train(
     """Train with teacher forcing and Adam on bucketed batches; deterministic for a given seed."""
     from .evaluate import accuracy_by_length  # trusted, never the submission's evaluator
 
-    torch.set_num_threads(cfg.threads)
-    gen = torch.Generator().manual_seed(cfg.seed)
-    pairs = toy.read_split("train")
     valid = [p for p in toy.read_split("valid") if len(p[0]) in (cfg.target_len, cfg.long_len)]
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=cfg.betas)
-    # OneCycleLR needs at least two warm-up steps; tiny budgets (notebook smoke runs) stretch the warm-up
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=max(cfg.max_steps, 3),
-                                                pct_start=max(0.1, 2.0 / max(cfg.max_steps, 3)))
-    model.train()
+    trainer = Trainer(model, cfg)
     history: list[tuple[int, float, float, float]] = []
     start = time.perf_counter()
-    step = 0
-    short = [p for p in pairs if len(p[0]) <= cfg.short_len]
-    batches: list[toy.Batch] = []
-    while step < cfg.max_steps:
-        if step == cfg.short_steps:
-            batches = []
-        if not batches:
-            batches = toy.bucketed_batches(short if step < cfg.short_steps else pairs, cfg.batch_size, gen)
-        b = batches.pop()
-        logits, _ = model(b.src, b.src_mask, b.tgt)  # (B, T_tgt - 1, V)
-        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), b.tgt[:, 1:].reshape(-1), ignore_index=0)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-        opt.step()
-        sched.step()
-        step += 1
-        if progress:
-            progress(step, cfg.max_steps, float(loss.detach()))
-        if step % cfg.eval_every == 0 or step == cfg.max_steps:
-            acc = accuracy_by_length(model, valid)
-            history.append((step, time.perf_counter() - start, acc[cfg.target_len], acc[cfg.long_len]))
-            if cfg.met(acc[cfg.target_len], acc[cfg.long_len]):
-                break
-    return TrainResult(step, time.perf_counter() - start, history)
+    while trainer.step < cfg.max_steps:
+        trainer.run(cfg.eval_every - trainer.step % cfg.eval_every, progress)
+        acc = accuracy_by_length(model, valid)
+        history.append((trainer.step, time.perf_counter() - start, acc[cfg.target_len], acc[cfg.long_len]))
+        if cfg.met(acc[cfg.target_len], acc[cfg.long_len]):
+            break
+    return TrainResult(trainer.step, time.perf_counter() - start, history)

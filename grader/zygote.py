@@ -1,9 +1,10 @@
-"""A fork server: imports torch, pytest and the grader once, then forks a fresh child per piece.
+"""The judges' fork server: imports torch, pytest, the grader and the hidden cases once, then forks a
+fresh judge per piece.
 
-It never imports submission code itself, so every child starts from the same clean module state
-(what a new interpreter would have) without paying torch's import time again. Protocol, one JSON
-object per line: the parent sends {"argv", "cwd", "key", "output", "memory_gb"}; the zygote answers
-{"pid"} once the child runs and {"pid", "status"} when it ends.
+Judges are trusted and never import submission code; each asks the workers' own fork server
+(grader.worker.server, started here first, before anything private is loaded) for jailed workers.
+Protocol, one JSON object per line: the parent sends {"argv", "cwd", "key", "output", "memory_gb"};
+the zygote answers {"pid"} once the child runs and {"pid", "status"} when it ends.
 """
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ def _warm() -> None:
     import torch
     import torch._dynamo  # noqa: F401  - the meta device imports it lazily; do it once here
 
-    from . import artifacts, checks, evaluate, guard, plugin, submission, toy, train  # noqa: F401
+    from . import artifacts, checks, evaluate, plugin, stubs, submission, toy, train  # noqa: F401
+    from .judge import remote  # noqa: F401
 
     # every child would import these again: pytest's built-in plugins and the case modules
     import importlib
@@ -59,7 +61,7 @@ def _child(req: dict) -> None:
         sys.stderr = open(2, "w", closefd=False, buffering=1)
         import pytest
 
-        code = pytest.main(["--attnlab-key-fd", str(r), *req["argv"]])
+        code = pytest.main(["--attnlab-key-fd", str(r), "--attnlab-worker-fd", str(WORKERS), *req["argv"]])
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(int(code))
@@ -67,7 +69,19 @@ def _child(req: dict) -> None:
         os._exit(3)
 
 
+WORKERS = -1  # the descriptor of the workers' fork server, inherited by every judge
+
+
 def serve() -> None:
+    global WORKERS
+    import socket
+    import subprocess
+
+    mine, theirs = socket.socketpair()  # started before _warm(): its memory never held a case
+    subprocess.Popen([sys.executable, "-P", "-m", "grader.worker.server", str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    theirs.close()
+    WORKERS = mine.detach()
     _warm()
     reply = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # stray prints must never reach the reply channel

@@ -15,7 +15,7 @@ POLARITY = ("src_mask is True at real tokens; masked_fill fills where its mask i
 
 def pair_of(sub, ref, H: int):
     r = ref.additive.BahdanauAttention(H)
-    m = util.build(sub.BahdanauAttention, H, what="BahdanauAttention")
+    m = util.build(sub, "BahdanauAttention", H)
     checks.copy_weights(m, r, "BahdanauAttention")
     return m, r
 
@@ -41,15 +41,15 @@ def check_alpha(alpha, mask):
 
 @pytest.mark.points(3)
 def test_the_lessons_worked_example(sub, ref):
-    m = util.build(sub.BahdanauAttention, 2, what="BahdanauAttention")
+    m = util.build(sub, "BahdanauAttention", 2)
+    r = ref.additive.BahdanauAttention(2)
     with torch.no_grad():
-        m.Wh.weight.copy_(torch.eye(2))
-        m.Ws.weight.copy_(torch.eye(2))
-        m.v.weight.copy_(torch.ones(1, 2))
+        r.Wh.weight.copy_(torch.eye(2))
+        r.Ws.weight.copy_(torch.eye(2))
+        r.v.weight.copy_(torch.ones(1, 2))
+    checks.copy_weights(m, r, "BahdanauAttention")
     enc = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])  # h1, h2, h3
     s_prev = torch.tensor([[0.5, 0.5]])
-    r = ref.additive.BahdanauAttention(2)
-    r.load_state_dict(m.state_dict())
     context, alpha = attend(m, enc, s_prev, None, 1, 3, 2)
     rc, ra = r(enc, s_prev)
     checks.close(alpha, ra, "alpha in the lesson's worked example",

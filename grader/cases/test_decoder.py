@@ -11,6 +11,8 @@ import pytest
 import torch
 
 from grader import checks, evaluate, toy, train
+from grader.judge.remote import RemoteError, RemoteSeq2Seq
+
 from . import util
 
 pytestmark = pytest.mark.piece("decoder")
@@ -18,7 +20,7 @@ pytestmark = pytest.mark.piece("decoder")
 
 def decoder_pair(sub, ref, s: util.Sizes):
     r = ref.decoder.AttnDecoder(s.V, s.E, s.H)
-    m = util.build(sub.AttnDecoder, s.V, s.E, s.H, what="AttnDecoder")
+    m = util.build(sub, "AttnDecoder", s.V, s.E, s.H)
     checks.copy_weights(m, r, "AttnDecoder")
     return m, r
 
@@ -32,8 +34,8 @@ def step_inputs(s: util.Sizes, device: str = "cpu"):
     return [t.to(device) for t in (y_prev, state[0], state[1], enc, mask)]
 
 
-def run_step(m, y_prev, h, c, enc, mask, s: util.Sizes):
-    out = checks.call(m.forward_step, y_prev, (h, c), enc, mask, what="AttnDecoder.forward_step")
+def run_step(m, y_prev, h, c, enc, mask, s: util.Sizes, keep: str | None = None):
+    out = checks.call(m.call, "forward_step", y_prev, (h, c), enc, mask, keep=keep, what="AttnDecoder.forward_step")
     if not isinstance(out, tuple) or len(out) != 3:
         checks.fail("forward_step should return (logits, (h, c), alpha)")
     logits, state, alpha = out
@@ -77,18 +79,22 @@ def test_a_step_handles_edge_sizes(sub, ref, s):
 @pytest.mark.points(2)
 def test_gradients_reach_the_attention_parameters(sub, ref):
     s = util.MAIN
-    m, _ = decoder_pair(sub, ref, s)
-    logits, *_ = run_step(m, *step_inputs(s), s)
-    checks.call(lambda: logits.square().sum().backward(), what="backward through forward_step")
-    for name, p in m.attn.named_parameters():
-        if p.grad is None or not p.grad.abs().sum() > 0:
-            checks.fail(f"no gradient reaches attn.{name}: keep the context in the graph (no .detach(), .item() or "
+    m, r = decoder_pair(sub, ref, s)
+    inputs = step_inputs(s)
+    check_step(m, r, inputs, s)  # the property is paid only when the values are right
+    run_step(m, *inputs, s, keep="out")
+    checks.call(sub.backward, "out#0", what="backward through forward_step")
+    grads = m.grads("attn.")
+    for name in (n for n, _ in r.named_parameters() if n.startswith("attn.")):
+        g = grads.get(name)
+        if not isinstance(g, torch.Tensor) or not g.abs().sum() > 0:
+            checks.fail(f"no gradient reaches {name}: keep the context in the graph (no .detach(), .item() or "
                         "torch.no_grad() on the way to the logits).")
 
 
 def model_pair(sub, ref, s: util.Sizes, T_tgt: int):
     r = ref.decoder.Seq2SeqAttn(s.V, s.V + 2, s.E, s.H)
-    m = util.build(sub.Seq2SeqAttn, s.V, s.V + 2, s.E, s.H, what="Seq2SeqAttn")
+    m = util.build(sub, "Seq2SeqAttn", s.V, s.V + 2, s.E, s.H)
     checks.copy_weights(m, r, "Seq2SeqAttn")
     n = util.lengths(s)
     src, mask = util.src_ids(s, n), util.mask_for(n, s.T)
@@ -141,16 +147,38 @@ def test_cuda_matches_cpu(sub, ref):
     checks.close(logits.cpu(), r(src, mask, tgt)[0], "logits on CUDA", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)
 
 
+def decoded_accuracy(remote: RemoteSeq2Seq, pairs: list) -> dict[int, float]:
+    """The trusted evaluator's greedy accuracy, each decoder step asked of the worker."""
+    try:
+        return evaluate.accuracy_by_length(remote, pairs)
+    except RemoteError as e:
+        raise checks.student_failure(e, "your Seq2SeqAttn, while the grader decoded with it") from None
+    except (TypeError, ValueError, IndexError, AttributeError, RuntimeError) as e:
+        checks.fail(f"decoding with your trained model failed ({type(e).__name__}: {str(e)[:200]}); forward_step "
+                    "must return (logits, (h, c), alpha) as documented.")
+
+
 @pytest.mark.points(5)
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # about a minute on 2 idle cores; generous for busy machines
 def test_trained_by_the_grader_it_translates_length_30_sentences(sub, ref):
     cfg = dataclasses.replace(train.TrainConfig(), long_acc=0.0)  # the case needs length 30 only: stop there
-    torch.manual_seed(cfg.seed)
-    model = util.build(sub.Seq2SeqAttn, len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim, what="Seq2SeqAttn")
-    checks.call(train.train, model, cfg, what="training your Seq2SeqAttn")
+    checks.call(sub.seed_worker, cfg.seed, what="seeding")
+    model = util.build(sub, "Seq2SeqAttn", len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim)
+    # the worker only takes training steps; every accuracy is decoded and counted here, in the judge
+    remote = RemoteSeq2Seq(model)
+    valid = [p for p in toy.read_split("valid") if len(p[0]) in (cfg.target_len, cfg.long_len)]
+    fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+    step = 0
+    while step < cfg.max_steps:
+        step = checks.call(model.train_steps, fields, cfg.eval_every - step % cfg.eval_every, what="training your Seq2SeqAttn")
+        if type(step) is not int:
+            checks.fail("the training run did not report its step count.")
+        acc = decoded_accuracy(remote, valid)
+        if cfg.met(acc[cfg.target_len], acc[cfg.long_len]):
+            break
     test30 = [p for p in toy.read_split("test") if len(p[0]) == 30]
-    acc = evaluate.accuracy_by_length(model, test30)[30]
+    acc = decoded_accuracy(remote, test30)[30]
     if acc < 0.90:
         checks.fail(f"after the grader's training run your model reaches {acc:.3f} greedy token accuracy at source "
                     "length 30; it needs 0.90. The other decoder cases point at the step that is off.")

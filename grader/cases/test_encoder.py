@@ -12,13 +12,13 @@ pytestmark = pytest.mark.piece("encoder")
 
 def pair_of(sub, ref, s: util.Sizes):
     r = ref.encoder.EncoderAll(s.V, s.E, s.H)
-    m = util.build(sub.EncoderAll, s.V, s.E, s.H, what="EncoderAll")
+    m = util.build(sub, "EncoderAll", s.V, s.E, s.H)
     checks.copy_weights(m, r, "EncoderAll")
     return m, r
 
 
-def run(m, src, what="EncoderAll.forward"):
-    out = checks.call(m, src, what=what)
+def run(m, src, what="EncoderAll.forward", keep=None):
+    out = checks.call(m.call, "__call__", src, keep=keep, what=what)
     out = checks.pair(out, f"{what}'s result (outputs, (h, c))")
     outputs, state = out
     h, c = checks.pair(state, f"{what}'s second result (h, c)")
@@ -49,6 +49,22 @@ def test_it_matches_the_reference_on_random_weights(sub, ref):
     s = util.MAIN
     m, r = pair_of(sub, ref, s)
     check_same(m, r, torch.randint(1, s.V, (s.B, s.T)), s)
+
+
+@pytest.mark.points(2)
+def test_gradients_flow_from_every_output_back_to_the_encoder(sub, ref):
+    s = util.MAIN
+    m, r = pair_of(sub, ref, s)
+    src = torch.randint(1, s.V, (s.B, s.T))
+    check_same(m, r, src, s)  # the property is paid only when the values are right
+    run(m, src, keep="out")
+    checks.call(sub.backward, "out#0", what="backward from the encoder outputs")
+    grads = m.grads()
+    for name in ("embed.weight", "rnn.weight_ih_l0", "rnn.weight_hh_l0"):
+        g = grads.get(name)
+        if not isinstance(g, torch.Tensor) or not g.abs().sum() > 0:
+            checks.fail(f"no gradient reaches {name} from the outputs: attention trains the encoder through every "
+                        "output, so keep them in the graph (no .detach(), .data or torch.no_grad()).")
 
 
 @pytest.mark.points(1)
@@ -83,7 +99,7 @@ def test_tensors_follow_the_input_device(sub, ref):
     m, r = pair_of(sub, ref, s)
     src = torch.randint(1, s.V, (s.B, s.T))
     check_same(m, r, src, s)  # device-agnostic code must first be right on the CPU
-    outputs, h, c = run(m.to("meta"), src.to("meta"))
+    outputs, h, c = run(m.to("meta"), src.to("meta"))  # the module and the input move; nothing else may stay behind
     checks.on_device("meta", "create tensors with device=src.device, not on the default device", outputs=outputs, h=h, c=c)
 
 

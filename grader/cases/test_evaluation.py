@@ -15,27 +15,62 @@ from grader import artifacts, checks, evaluate, toy
 pytestmark = pytest.mark.piece("evaluation")
 
 
+LIMIT = 2**16  # elements of any tensor the student's code may hand the judge's model
+
+
 @pytest.fixture(scope="module")
 def fixed(ref):
     model = artifacts.load_eval_model(ref.decoder.Seq2SeqAttn)
     groups = toy.by_length(toy.read_split("test"))
     pairs = [p for n in (3, 7, 12, 18) for p in groups[n][:6]]
     random.Random(3).shuffle(pairs)
-    return model, toy.encode(pairs)
+    batch = toy.encode(pairs)
+    # cut some targets short: sentences of one source length then differ in target length, so pooling the
+    # tokens and averaging per-sentence accuracies give different numbers
+    tgt = batch.tgt.clone()
+    for b in range(0, tgt.size(0), 3):
+        keep = 2 + b % 5
+        tgt[b, keep:] = 0
+    return model, toy.Batch(batch.src, batch.src_mask, tgt)
 
 
-def accuracy(sub, model, batch):
-    out = checks.call(sub.accuracy_by_length, model, batch.src, batch.src_mask, batch.tgt, what="accuracy_by_length")
+@pytest.fixture
+def model_sub(sub, fixed):
+    """`sub`, with the judge's model answering the questions the student's code asks of `model`."""
+    model, _ = fixed
+
+    def answer(name: str, args: list, kwargs: dict):
+        for t in [*args, *kwargs.values()]:
+            for x in t if isinstance(t, tuple) else (t,):
+                if isinstance(x, torch.Tensor) and (type(x) is not torch.Tensor or x.numel() > LIMIT):
+                    raise ValueError("arguments must be plain tensors of batch size")
+        with torch.no_grad():
+            if name == "encoder":
+                return model.encoder(*args, **kwargs)
+            if name == "forward_step":
+                return model.decoder.forward_step(*args, **kwargs)
+            if name == "forward":
+                return model(*args, **kwargs)
+        raise ValueError(f"the model has no {name}")
+
+    sub.callbacks = answer
+    return sub
+
+
+def accuracy(sub, batch):
+    out = checks.call(sub.fn("accuracy_by_length"), sub.ref("@model"), batch.src, batch.src_mask, batch.tgt,
+                      what="accuracy_by_length")
     if not isinstance(out, dict):
         checks.fail(f"accuracy_by_length should return a dict {{length: accuracy}}, got {type(out).__name__}")
     return out
 
 
 @pytest.mark.points(2)
-def test_greedy_decode_feeds_back_its_own_predictions(sub, ref, fixed):
+def test_greedy_decode_feeds_back_its_own_predictions(model_sub, ref, fixed):
     model, batch = fixed
     steps = batch.tgt.size(1) - 1
-    out = checks.call(sub.greedy_decode, model, batch.src, batch.src_mask, batch.tgt[:, :1], steps, what="greedy_decode")
+    out = checks.call(model_sub.fn("greedy_decode"), model_sub.ref("@model"), batch.src, batch.src_mask, batch.tgt[:, :1],
+                      steps, what="greedy_decode")
     if not isinstance(out, tuple) or len(out) != 2:
         checks.fail("greedy_decode should return (tokens, alpha)")
     tokens = checks.tensor(out[0], "tokens", (batch.src.size(0), steps), torch.long)
@@ -48,9 +83,9 @@ def test_greedy_decode_feeds_back_its_own_predictions(sub, ref, fixed):
 
 
 @pytest.mark.points(1)
-def test_it_returns_one_accuracy_per_source_length(sub, ref, fixed):
+def test_it_returns_one_accuracy_per_source_length(model_sub, ref, fixed):
     model, batch = fixed
-    out = accuracy(sub, model, batch)
+    out = accuracy(model_sub, batch)
     want = sorted(set(batch.src_mask.sum(1).tolist()))
     if sorted(out) != want or not all(type(k) is int for k in out):
         checks.fail(f"the keys should be the {len(want)} distinct source lengths as Python ints; count real tokens with src_mask.")
@@ -59,9 +94,9 @@ def test_it_returns_one_accuracy_per_source_length(sub, ref, fixed):
 
 
 @pytest.mark.points(5)
-def test_it_matches_the_graders_evaluator(sub, ref, fixed):
+def test_it_matches_the_graders_evaluator(model_sub, ref, fixed):
     model, batch = fixed
-    out = accuracy(sub, model, batch)
+    out = accuracy(model_sub, batch)
     want = evaluate.batch_accuracy_by_length(model, batch)
     if set(out) != set(want):
         checks.fail("the keys should be the distinct source lengths of the batch.")
@@ -77,7 +112,13 @@ def test_it_matches_the_graders_evaluator(sub, ref, fixed):
     def pooled(p, counted):
         return [float(((p == gold) & counted)[lengths == k].sum() / counted[lengths == k].sum()) for k in sorted(want)]
 
+    def averaged(p, counted):
+        per = ((p == gold) & counted).sum(1) / counted.sum(1).clamp(min=1)
+        return [float(per[lengths == k].mean()) for k in sorted(want)]
+
     for variant, hint in (
+        (averaged(pred, real), "these are means of per-sentence accuracies: pool the tokens of all sentences of a source "
+                               "length (correct tokens / real tokens)."),
         (pooled(forced, real), "these are teacher-forced accuracies: at evaluation feed back the model's own argmax, not the target."),
         (pooled(pred, torch.ones_like(real)), "pad positions are being counted: score only target positions that are not pad (id 0)."),
     ):

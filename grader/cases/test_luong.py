@@ -12,7 +12,7 @@ pytestmark = pytest.mark.piece("luong")
 
 
 def attend(sub, enc, q, mask):
-    m = util.build(sub.LuongDotAttention, what="LuongDotAttention")
+    m = util.build(sub, "LuongDotAttention")
     out = checks.pair(checks.call(m, enc, q, mask, what="LuongDotAttention.forward"), "forward's result (context, alpha)")
     B, T, H = enc.shape
     return checks.tensor(out[0], "context", (B, H)), checks.tensor(out[1], "alpha", (B, T))

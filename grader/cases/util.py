@@ -40,8 +40,9 @@ def src_ids(s: Sizes, n: torch.Tensor) -> torch.Tensor:
     return ids.masked_fill(~mask_for(n, s.T), 0)
 
 
-def build(cls, *args, what: str):
-    return checks.call(cls, *args, what=f"{what}(...) constructor")
+def build(sub, cls: str, *args, what: str | None = None):
+    """The student's class `cls` built in the worker with `args`; a handle to it."""
+    return checks.call(sub.new, cls, *args, what=f"{what or cls}(...) constructor")
 
 
 def cuda_or_skip() -> torch.device:

@@ -1,0 +1,402 @@
+"""Judge-side handles on a jailed worker: build the student's modules there, call them, read data back.
+
+`Submission` is what a case's `sub` fixture gives: `sub.new("EncoderAll", V, E, H)` builds the
+student's class in the worker and returns a `Handle`; calling a handle runs the student's code
+there and returns plain tensors, tuples, dicts and numbers. Student errors come back as
+`RemoteError` (or NotImplementedError), a worker that dies or hangs as `WorkerLost`; the judge
+keeps its deadline whatever the worker writes.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from ..worker import wire
+
+MAX_CALLBACKS = 20000  # questions one call may ask the judge's model (a greedy decode asks one per step)
+OUTPUT_TAIL = 64 * 1024  # bytes of a piece's prints kept for the report
+
+
+class RemoteError(Exception):
+    """Student code raised; the type name, first line and place in the student's file came back as data."""
+
+    def __init__(self, kind: str, type_name: str, message: str, where: str) -> None:
+        super().__init__(message)
+        self.kind, self.type_name, self.where = kind, type_name, where
+
+
+class WorkerLost(Exception):
+    """The worker died, hung past the deadline or sent something that is not data; str() says which."""
+
+    def __init__(self, message: str, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+def signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return "unknown signal"
+
+
+class WorkerServer:
+    """The judge's connection to grader.worker.server, started here when no descriptor was inherited."""
+
+    def __init__(self, fd: int | None = None) -> None:
+        self.proc = None
+        if fd is None:
+            mine, theirs = socket.socketpair()
+            from ..sandbox import child_env
+
+            self.proc = subprocess.Popen([sys.executable, "-P", "-m", "grader.worker.server", str(theirs.fileno())],
+                                         pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL, env=child_env(), cwd=tempfile.gettempdir())
+            theirs.close()
+            self.sock = mine
+        else:
+            self.sock = socket.socket(fileno=fd)
+        self.ids = itertools.count(int(time.time() * 1000) % 10**9)
+        self.buf = b""
+
+    def ask(self, req: dict, fds: list[int] = (), timeout: float = 120.0) -> dict:
+        req = {**req, "id": next(self.ids)}
+        socket.send_fds(self.sock, [(json.dumps(req) + "\n").encode()], list(fds))
+        end = time.monotonic() + timeout
+        while True:
+            while b"\n" not in self.buf:
+                wait = end - time.monotonic()
+                if wait <= 0 or not select.select([self.sock], [], [], wait)[0]:
+                    raise WorkerLost("the worker server did not answer; is the machine overloaded?")
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    raise WorkerLost("the worker server exited")
+                self.buf += chunk
+            line, _, self.buf = self.buf.partition(b"\n")
+            reply = json.loads(line)
+            if reply.get("id") == req["id"]:  # an answer meant for a judge that was stopped is dropped
+                return reply
+
+    def close(self) -> None:
+        self.sock.close()
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+class Output:
+    """The tail of what a piece's workers printed, bounded however much they print."""
+
+    def __init__(self) -> None:
+        self.chunks: deque[bytes] = deque()
+        self.size = 0
+
+    def add(self, data: bytes) -> None:
+        self.chunks.append(data)
+        self.size += len(data)
+        while self.size - len(self.chunks[0]) >= OUTPUT_TAIL:
+            self.size -= len(self.chunks.popleft())
+
+    def text(self) -> str:
+        return b"".join(self.chunks)[-OUTPUT_TAIL:].decode("utf-8", "replace")
+
+
+class Worker:
+    """One jailed worker process: requests go out, plain data comes back before the deadline."""
+
+    def __init__(self, server: WorkerServer, output: Output, memory_gb: float, cpu_seconds: int) -> None:
+        self.server, self.output = server, output
+        chan, theirs = socket.socketpair()
+        r, w = os.pipe()
+        try:
+            reply = server.ask({"op": "spawn", "memory_gb": memory_gb, "cpu_seconds": cpu_seconds}, [theirs.fileno(), w])
+        finally:
+            theirs.close()
+            os.close(w)
+        self.pid = reply["pid"]
+        self.chan, self.fd, self.out = chan, chan.fileno(), r
+        self.dead = False
+        self.jail: list[str] | None = None
+
+    def _pump(self, fd: int, wait: float | None) -> None:
+        """Wait for the channel, draining the worker's prints meanwhile so a chatty worker never blocks."""
+        watch = [fd] + ([self.out] if self.out is not None else [])
+        ready = select.select(watch, [], [], wait)[0]
+        if self.out is not None and self.out in ready:
+            data = os.read(self.out, 1 << 16)
+            if data:
+                self.output.add(data)
+            else:
+                os.close(self.out)
+                self.out = None
+
+    def recv(self, deadline: float) -> object:
+        try:
+            return wire.recv(self.fd, deadline, on_idle=self._pump)
+        except wire.Deadline:
+            self.kill()
+            raise WorkerLost("timed out", timed_out=True) from None
+        except wire.Closed:
+            raise WorkerLost(self.kill()) from None
+        except wire.WireError as e:
+            self.kill()
+            raise WorkerLost(f"sent {e}") from None
+
+    def hello(self, deadline: float) -> list[str]:
+        if self.jail is None:
+            msg = self.recv(deadline)
+            self.jail = [str(x) for x in msg.get("jail", [])] if isinstance(msg, dict) else ["unknown"]
+        return self.jail
+
+    def request(self, req: dict, deadline: float, callbacks: Callable[[str, list, dict], object] | None = None) -> object:
+        """Send one command and return its decoded value; callbacks answer the questions a remote model asks."""
+        if self.dead:
+            raise WorkerLost("is gone")
+        self.hello(deadline)
+        try:
+            wire.send(self.fd, req)
+        except OSError:
+            raise WorkerLost(self.kill()) from None
+        asked = 0
+        while True:
+            reply = self.recv(deadline)
+            if not isinstance(reply, dict):
+                self.kill()
+                raise WorkerLost("sent an answer that is not a record")
+            if "callback" in reply:
+                asked += 1
+                self._answer(reply, callbacks, asked)
+                continue
+            if reply.get("ok") is True:
+                try:
+                    return wire.decode(reply.get("value"))
+                except wire.WireError as e:
+                    self.kill()
+                    raise WorkerLost(f"sent {e}") from None
+            err = reply.get("error")
+            if not isinstance(err, dict):
+                self.kill()
+                raise WorkerLost("sent a malformed error")
+            raise RemoteError(*(str(err.get(k, ""))[:400] for k in ("kind", "type", "message", "where")))
+
+    def _answer(self, reply: dict, callbacks, asked: int) -> None:
+        if callbacks is None or asked > MAX_CALLBACKS:
+            answer = {"ok": False, "error": "no model to ask here" if callbacks is None else "too many calls to the model"}
+        else:
+            try:
+                args = wire.decode(reply.get("args"))
+                kwargs = wire.decode(reply.get("kwargs"))
+                if not isinstance(args, list) or not isinstance(kwargs, dict):
+                    raise TypeError("malformed arguments")
+                answer = {"ok": True, "value": wire.encode(callbacks(str(reply["callback"]), args, kwargs))}
+            except Exception as e:  # noqa: BLE001 - bad arguments from student code are the student's error
+                answer = {"ok": False, "error": f"{type(e).__name__}: {str(e)[:200]}"}
+        try:
+            wire.send(self.fd, answer)
+        except OSError:
+            pass  # the next recv reports the closed worker
+
+    def kill(self) -> str:
+        """End the worker now; returns how it ended, for the student."""
+        if self.dead:
+            return "is gone"
+        self.dead = True
+        status = self._wait(grace=0.0)
+        if status is None or status == -signal.SIGKILL:
+            return "was stopped"
+        return describe_exit(status)
+
+    def _wait(self, grace: float) -> int | None:
+        self.chan.close()
+        try:
+            status = self.server.ask({"op": "wait", "pid": self.pid, "grace": grace}).get("status")
+        except WorkerLost:
+            status = None
+        self._drain()
+        return status
+
+    def close(self) -> None:
+        """A normal end: close the channel, let the worker exit, collect the last prints."""
+        if not self.dead:
+            self.dead = True
+            self._wait(grace=2.0)
+
+    def _drain(self) -> None:
+        end = time.monotonic() + 0.5
+        while self.out is not None and time.monotonic() < end:
+            if not select.select([self.out], [], [], max(0.0, end - time.monotonic()))[0]:
+                break
+            data = os.read(self.out, 1 << 16)
+            if not data:
+                break
+            self.output.add(data)
+        if self.out is not None:
+            os.close(self.out)
+            self.out = None
+
+
+class LoadError(Exception):
+    """The student's file failed to import in the worker; str() is the student message."""
+
+
+def import_message(name: str, e: RemoteError) -> str:
+    if e.type_name == "SyntaxError":
+        return f"{name} has a syntax error{e.where}: {e}"
+    if e.kind == "exit":
+        return f"importing {name} called sys.exit({e}); remove top-level exits"
+    return f"importing {name} raised {e.type_name}: {e}{e.where}"
+
+
+def describe_exit(status: int) -> str:
+    if status < 0:
+        return f"crashed with signal {-status} ({signal_name(-status)})"
+    return f"exited early (exit code {status})"
+
+
+class Handle:
+    """An object that lives in the worker: a module the student's class built, or a part of one."""
+
+    def __init__(self, sub: Submission, name: str) -> None:
+        self.sub, self.name = sub, name
+
+    def __call__(self, *args, **kwargs):
+        return self.sub.run({"cmd": "call", "target": self.name, "method": None}, args, kwargs)
+
+    def call(self, method: str, *args, keep: str | None = None, grad: bool = True, **kwargs):
+        return self.sub.run({"cmd": "call", "target": self.name, "method": method, "keep": keep, "grad": grad}, args, kwargs)
+
+    def part(self, path: str) -> Handle:
+        return Handle(self.sub, f"{self.name}.{path}")
+
+    def load(self, state: dict) -> None:
+        self.sub.run({"cmd": "load_state", "name": self.name, "state": wire.encode(dict(state))})
+
+    def to(self, device: str) -> Handle:
+        self.sub.run({"cmd": "to", "name": self.name, "device": device})
+        return self
+
+    def grads(self, prefix: str = "") -> dict:
+        return self.sub.run({"cmd": "grads", "name": self.name, "prefix": prefix})
+
+    def train_steps(self, cfg: dict, steps: int) -> int:
+        return self.sub.run({"cmd": "train", "name": self.name, "cfg": cfg, "steps": steps})
+
+
+class Submission:
+    """The student's file for one piece, loaded in a fresh jailed worker on first use (one per case)."""
+
+    def __init__(self, server: WorkerServer, sources: list[tuple[str, str]], student: str, filename: str, seed: int,
+                 deadline: float, output: Output, memory_gb: float, cpu_seconds: int) -> None:
+        self.server, self.sources, self.student, self.filename = server, sources, student, filename
+        self.seed, self.deadline, self.output = seed, deadline, output
+        self.memory_gb, self.cpu_seconds = memory_gb, cpu_seconds
+        self.worker: Worker | None = None
+        self.names = itertools.count()
+        self.callbacks: Callable | None = None
+        self.jail: list[str] = []
+
+    def _worker(self) -> Worker:
+        if self.worker is None:
+            self.worker = Worker(self.server, self.output, self.memory_gb, self.cpu_seconds)
+            self.jail = self.worker.hello(self.deadline)
+            try:
+                self.worker.request({"cmd": "load", "modules": self.sources, "student": self.student,
+                                     "filename": self.filename, "seed": self.seed}, self.deadline)
+            except RemoteError as e:
+                raise LoadError(import_message(self.filename, e)) from None
+        return self.worker
+
+    def run(self, req: dict, args: tuple = (), kwargs: dict | None = None) -> object:
+        if args or kwargs:
+            req = {**req, "args": wire.encode(list(args)), "kwargs": wire.encode(dict(kwargs or {}))}
+        return self._worker().request(req, self.deadline, self.callbacks)
+
+    def new(self, cls: str, *args, **kwargs) -> Handle:
+        name = f"m{next(self.names)}"
+        self.run({"cmd": "new", "name": name, "cls": cls}, args, kwargs)
+        return Handle(self, name)
+
+    def fn(self, name: str) -> Handle:
+        return Handle(self, f"@{name}")
+
+    def ref(self, name: str) -> wire.Ref:
+        """An argument naming a value kept in the worker ("out#0": the first item of what `keep="out"` kept)."""
+        return wire.Ref(name)
+
+    def backward(self, kept: str) -> None:
+        self.run({"cmd": "backward", "name": kept})
+
+    def ops(self, target: Handle, *args) -> int:
+        return self.run({"cmd": "ops", "target": target.name, "method": None}, args)
+
+    def seed_worker(self, seed: int) -> None:
+        self.run({"cmd": "seed", "seed": seed})
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+
+
+class RemoteSeq2Seq:
+    """The judge's view of a student's Seq2SeqAttn in a worker, enough for grader.evaluate's greedy decoding."""
+
+    training = False
+
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+        self.decoder = _Decoder(handle)
+
+    def encoder(self, src: torch.Tensor):
+        return self.handle.part("encoder").call("__call__", src, grad=False)
+
+    def eval(self) -> RemoteSeq2Seq:
+        self.handle.call("eval")
+        return self
+
+    def train(self, mode: bool = True) -> RemoteSeq2Seq:
+        self.handle.call("train", mode)
+        return self
+
+    def parameters(self):
+        yield torch.zeros(0)
+
+
+class _Decoder:
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+
+    def forward_step(self, *args):
+        return self.handle.part("decoder").call("forward_step", *args, grad=False)
+
+
+def student_sources(submission: Path, reference: Path | None, stem: str, order: list[str],
+                    stubbed: bool = False) -> list[tuple[str, str]]:
+    """What a worker loads: the pieces `stem` may import (the reference's, or the student's own in public
+    mode; only their stubs where `stubbed`), then the student's file. Only regular files are read."""
+    from ..stubs import stub_source
+
+    out = []
+    for other in order[: order.index(stem)]:
+        base = reference if reference is not None else submission
+        path = base / f"{other}.py"
+        if path.is_file() and not path.is_symlink():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            out.append((other, stub_source(text, other) if stubbed and reference is not None else text))
+    path = submission / f"{stem}.py"
+    out.append((stem, path.read_text(encoding="utf-8", errors="replace")))
+    return out

@@ -1,0 +1,232 @@
+"""The worker's request loop: load the submission's file, build its modules, call them, send data back.
+
+Every command names student code and plain inputs; what comes back is `wire.encode`d data or an
+error record the judge turns into a hint. Nothing here knows a case, an expected value or a score.
+"""
+from __future__ import annotations
+
+import linecache
+import random
+import sys
+import types
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import wire
+
+SUB_PKG = "attnlab_submission"
+PAIRS: list | None = None  # the training split, read by the server before any worker is jailed
+
+
+class Worker:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.store: dict[str, object] = {}
+        self.module: types.ModuleType | None = None
+        self.filename = ""
+        self.trainers: dict[str, object] = {}
+
+    # -- loading --
+
+    def load(self, modules: list, student: str, filename: str, seed: int, threads: int = 1) -> None:
+        torch.manual_seed(seed)
+        random.seed(seed)
+        torch.set_num_threads(threads)
+        pkg = types.ModuleType(SUB_PKG)
+        pkg.__path__ = []
+        pkg.__package__ = SUB_PKG
+        sys.modules[SUB_PKG] = pkg
+        for stem, source in modules:
+            name = f"{SUB_PKG}.{stem}"
+            path = filename if stem == student else f"<lab {stem}.py>"
+            mod = types.ModuleType(name)
+            mod.__file__, mod.__package__ = path, SUB_PKG
+            sys.modules[name] = mod
+            if stem == student:  # tracebacks and inspect see the student's own lines
+                linecache.cache[path] = (len(source), None, source.splitlines(True), path)
+            exec(compile(source, path, "exec"), mod.__dict__)  # noqa: S102 - this process exists to run it
+            setattr(pkg, stem, mod)
+            if stem == student:
+                self.module, self.filename = mod, path
+
+    # -- resolving names --
+
+    def resolve(self, name: str) -> object:
+        if name == "@model":
+            return RemoteModel(self.fd)
+        if name.startswith("@"):
+            return getattr(self.module, name[1:])
+        base, _, index = name.partition("#")
+        head, *attrs = base.split(".")
+        obj = self.store[head]
+        for attr in attrs:
+            obj = getattr(obj, attr)
+        for i in index.split("#") if index else []:
+            obj = obj[int(i)]
+        return obj
+
+    def args(self, req: dict) -> tuple[list, dict]:
+        args = wire.decode(req.get("args", {"__kind__": "list", "items": []}), self.resolve)
+        kwargs = wire.decode(req.get("kwargs", {"__kind__": "dict", "items": []}), self.resolve)
+        device = req.get("device")
+        if device:
+            args = [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
+        return args, kwargs
+
+    def target(self, req: dict):
+        obj = self.resolve(req["target"])
+        if req.get("device"):
+            obj = obj.to(req["device"])
+        return getattr(obj, req["method"]) if req.get("method") else obj
+
+    # -- commands --
+
+    def handle(self, req: dict) -> object:
+        cmd = req["cmd"]
+        if cmd == "load":
+            self.load(req["modules"], req["student"], req["filename"], req["seed"], req.get("threads", 1))
+            return None
+        if cmd == "seed":
+            torch.manual_seed(req["seed"])
+            return None
+        if cmd == "new":
+            cls = getattr(self.module, req["cls"])
+            args, kwargs = self.args(req)
+            self.store[req["name"]] = cls(*args, **kwargs)
+            return None
+        if cmd == "load_state":
+            state = wire.decode(req["state"])
+            self.resolve(req["name"]).load_state_dict(state)
+            return None
+        if cmd == "to":
+            self.store[req["name"]] = self.resolve(req["name"]).to(req["device"])
+            return None
+        if cmd == "call":
+            fn = self.target(req)
+            args, kwargs = self.args(req)
+            with torch.set_grad_enabled(req.get("grad", True)):
+                out = fn(*args, **kwargs)
+            if req.get("keep"):
+                self.store[req["keep"]] = out
+            return out
+        if cmd == "backward":
+            value = self.resolve(req["name"])
+            value.square().sum().backward()
+            return None
+        if cmd == "grads":
+            prefix = req.get("prefix", "")
+            return {n: p.grad for n, p in self.resolve(req["name"]).named_parameters() if n.startswith(prefix)}
+        if cmd == "ops":
+            fn = self.target(req)
+            args, kwargs = self.args(req)
+            with OpCounter() as counter:
+                fn(*args, **kwargs)
+            return counter.count
+        if cmd == "train":
+            from ..train import Trainer
+
+            name = req["name"]
+            if name not in self.trainers:
+                self.trainers[name] = Trainer(self.resolve(name), req["cfg"], pairs=PAIRS)
+            return self.trainers[name].run(req["steps"])
+        raise ValueError(f"unknown command {cmd!r}")
+
+    def serve(self) -> None:
+        while True:
+            try:
+                req = wire.recv(self.fd)
+            except wire.Closed:
+                return
+            try:
+                value = self.handle(req)
+                reply = {"ok": True, "value": wire.encode(value)}
+            except BaseException as e:  # noqa: BLE001 - every failure of student code is reported, not raised
+                reply = {"ok": False, "error": self.describe(e)}
+            try:
+                wire.send(self.fd, reply)
+            except Exception:  # noqa: BLE001 - e.g. an unpicklable value smuggled past encode
+                wire.send(self.fd, {"ok": False, "error": {"kind": "error", "type": "WireError",
+                                                           "message": "the result could not be sent", "where": ""}})
+
+    def describe(self, e: BaseException) -> dict:
+        kind = "error"
+        if isinstance(e, NotImplementedError):
+            kind = "not_implemented"
+        elif isinstance(e, SystemExit):
+            kind = "exit"
+        elif isinstance(e, MemoryError) or (isinstance(e, RuntimeError) and "allocate" in str(e)):
+            kind = "memory"
+        elif isinstance(e, RecursionError):
+            kind = "recursion"
+        text = str(e.code if isinstance(e, SystemExit) else e).strip().splitlines()
+        where = self.where(e)
+        if isinstance(e, SyntaxError):
+            text, where = [str(e.msg)], f" at line {e.lineno}"
+        return {"kind": kind, "type": type(e).__name__[:100], "message": (text[0] if text else "")[:300],
+                "where": where}
+
+    def where(self, e: BaseException) -> str:
+        tb, out = e.__traceback__, ""
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == self.filename:
+                out = f" (in {self.filename.rsplit('/', 1)[-1]}, line {tb.tb_lineno}, in {tb.tb_frame.f_code.co_name})"
+            tb = tb.tb_next
+        return out
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts aten operations (a Python loop over positions shows as growth with T)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+class RemoteModel:
+    """A Seq2SeqAttn whose weights and code stay in the judge: every call is a question over the socket."""
+
+    training = False
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self.encoder = _Remote(fd, "encoder")
+        self.decoder = types.SimpleNamespace(forward_step=_Remote(fd, "forward_step"))
+        self._param = torch.nn.Parameter(torch.zeros(1), requires_grad=False)
+
+    def __call__(self, *args, **kwargs):
+        return _Remote(self._fd, "forward")(*args, **kwargs)
+
+    forward = __call__
+
+    def eval(self):
+        return self
+
+    def train(self, mode: bool = True):
+        return self
+
+    def to(self, *args, **kwargs):
+        return self
+
+    def parameters(self):
+        yield self._param
+
+
+class _Remote:
+    def __init__(self, fd: int, name: str) -> None:
+        self.fd, self.name = fd, name
+
+    def __call__(self, *args, **kwargs):
+        wire.send(self.fd, {"callback": self.name, "args": wire.encode(list(args)), "kwargs": wire.encode(kwargs)})
+        reply = wire.recv(self.fd)
+        if not reply.get("ok"):
+            raise RuntimeError(str(reply.get("error", "the model refused the call"))[:300])
+        return wire.decode(reply["value"])
+
+
+def main(fd: int) -> None:
+    Worker(fd).serve()

@@ -1,0 +1,148 @@
+"""The workers' fork server: imports torch once, holds no secret, forks one jailed worker per request.
+
+It is started as its own interpreter (`python -m grader.worker.server FD`) before the judge reads
+anything private, so no hidden case, reference or key was ever in its memory to inherit. Requests
+arrive on FD as one JSON line with two descriptors attached (the worker's socket and the write end
+of its output pipe); the answer is one JSON line.
+
+  {"id", "op": "spawn", "memory_gb", "cpu_seconds"} -> {"id", "pid", "jail": [layers missing]}
+  {"id", "op": "wait", "pid", "grace"}             -> {"id", "status"}  (killed if not gone after grace s)
+  {"id", "op": "reset"}                            -> {"id"}  (kills every worker still alive)
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+
+
+def _warm() -> list[str]:
+    """Import what workers use, then list the paths a worker may read (never the lab's own folders)."""
+    import torch
+    import torch._dynamo  # noqa: F401 - the meta device imports it lazily
+    import torch.nn.functional  # noqa: F401
+    import torch.utils._python_dispatch  # noqa: F401
+
+    from .. import ROOT, toy, train  # noqa: F401
+    from . import jail, runtime, wire  # noqa: F401
+
+    try:
+        import landlock  # noqa: F401
+        import pyseccomp  # noqa: F401
+    except (ImportError, OSError):
+        pass
+    runtime.PAIRS = toy.read_split("train")  # read now: a worker cannot open the data folder
+    torch.set_num_threads(1)
+    return readable_paths(ROOT)
+
+
+def readable_paths(root) -> list[str]:
+    """The interpreter, its libraries and system files; the lab's repository and temporary files are left out."""
+    lab = str(root.resolve())
+    out = {"/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/localtime", "/sys/devices/system/cpu",
+           "/proc/cpuinfo", "/proc/meminfo", "/dev/urandom"}
+    for entry in {sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path}:
+        if not entry or not os.path.isdir(entry):
+            continue
+        real = os.path.realpath(entry)
+        if real == lab or real.startswith(lab + os.sep) or lab.startswith(real + os.sep):
+            # a folder holding the lab (an editable install's parent): allow its other entries only
+            if lab.startswith(real + os.sep):
+                out.update(os.path.join(real, n) for n in os.listdir(real)
+                           if not lab.startswith(os.path.join(real, n)))
+            continue
+        if os.path.basename(real) in ("site-packages", "dist-packages"):
+            # an installed (non-editable) grader would carry its hidden cases: leave it out
+            out.update(os.path.join(real, n) for n in os.listdir(real) if n.split("-")[0] not in ("grader", "reference"))
+        else:
+            out.add(real)
+    return sorted(p for p in out if os.path.exists(p))
+
+
+def _spawn(req: dict, fds: list[int], readable: list[str], control: int) -> int:
+    chan, outw = fds
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        os.setsid()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(outw, 1)
+        os.dup2(outw, 2)
+        os.dup2(chan, 3)
+        from . import jail, runtime
+
+        missing = jail.apply((0, 1, 2, 3), jail.JailLimits(memory_gb=req["memory_gb"], cpu_seconds=req["cpu_seconds"]),
+                             readable)
+        sys.stdin = open(0, closefd=False)
+        sys.stdout = open(1, "w", closefd=False, buffering=1)
+        sys.stderr = open(2, "w", closefd=False, buffering=1)
+        from . import wire
+
+        wire.send(3, {"jail": missing})
+        runtime.main(3)
+        sys.stdout.flush()
+        os._exit(0)
+    except BaseException:  # noqa: BLE001 - a worker must never fall back into the server loop
+        os._exit(3)
+
+
+def serve(control: int) -> None:
+    readable = _warm()
+    sock = socket.socket(fileno=control)
+    live: set[int] = set()
+    buf = b""
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, 65536, 4)
+        except OSError:
+            data, fds = b"", []
+        if not data:
+            break
+        buf += data
+        while b"\n" in buf:
+            line, _, buf = buf.partition(b"\n")
+            req = json.loads(line)
+            reply = {"id": req.get("id")}
+            if req["op"] == "spawn":
+                pid = _spawn(req, fds, readable, control)
+                live.add(pid)
+                reply["pid"] = pid
+            elif req["op"] == "wait":
+                reply["status"] = _wait(req["pid"], req.get("grace", 0.0))
+                live.discard(req["pid"])
+            elif req["op"] == "reset":
+                for pid in live:
+                    _wait(pid, 0.0)
+                live.clear()
+            for fd in fds:
+                os.close(fd)
+            fds = []
+            sock.sendall((json.dumps(reply) + "\n").encode())
+    for pid in live:
+        _wait(pid, 0.0)
+
+
+def _wait(pid: int, grace: float) -> int | None:
+    """The worker's exit status, killing it once `grace` seconds pass; None if it is not ours."""
+    end = time.monotonic() + grace
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return os.waitstatus_to_exitcode(status)
+            if time.monotonic() >= end:
+                os.kill(pid, signal.SIGKILL)
+                return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+            time.sleep(0.002)
+    except ChildProcessError:
+        return None
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]))

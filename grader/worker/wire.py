@@ -1,0 +1,181 @@
+"""Frames and values between the judge and a worker: data only, decoded safely, bounded in size.
+
+A frame is an 8-byte length and a `torch.save` payload that the reader opens with
+`torch.load(weights_only=True)`: tensors, numbers, strings, lists and dicts, never code. Values
+are tagged plainly (tuples, tensors off the CPU, objects that cannot travel) so the judge can
+check types itself instead of trusting whatever object the worker built.
+"""
+from __future__ import annotations
+
+import io
+import os
+import select
+import struct
+import time
+
+import torch
+
+HEADER = struct.Struct(">Q")
+MAX_FRAME = 64 * 2**20  # a case's tensors are kilobytes; a trained model's state about a megabyte
+MAX_TEXT = 2000
+MAX_ELEMENTS = 2**24
+PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+class WireError(Exception):
+    """The other side sent something that is not a well-formed frame; str() says what."""
+
+
+class Deadline(WireError):
+    """No complete answer before the deadline."""
+
+
+class Closed(WireError):
+    """The other side closed the connection (a worker that exited or was killed)."""
+
+
+def send(fd: int, obj: object) -> None:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    data = buf.getvalue()
+    _write_all(fd, HEADER.pack(len(data)) + data)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def recv(fd: int, deadline: float | None = None, limit: int = MAX_FRAME, on_idle=None) -> object:
+    """Read one frame before `deadline` (time.monotonic()); `on_idle(timeout)` runs while waiting."""
+    size = HEADER.unpack(_read(fd, HEADER.size, deadline, on_idle))[0]
+    if size > limit:
+        raise WireError(f"an answer of {size} bytes, over the {limit}-byte limit")
+    data = _read(fd, size, deadline, on_idle)
+    try:
+        return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+    except Exception as e:  # noqa: BLE001 - anything the restricted unpickler refuses is just a bad frame
+        raise WireError(f"an answer that is not plain data ({type(e).__name__})") from None
+
+
+def _read(fd: int, n: int, deadline: float | None, on_idle) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        wait = None if deadline is None else deadline - time.monotonic()
+        if wait is not None and wait <= 0:
+            raise Deadline("no answer in time")
+        if on_idle is not None:
+            on_idle(fd, wait)
+        ready, _, _ = select.select([fd], [], [], 0 if on_idle is not None else wait)
+        if not ready:
+            continue
+        chunk = os.read(fd, min(n - got, 1 << 20))
+        if not chunk:
+            raise Closed("the connection closed")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+# ---- values ----
+
+
+def encode(value: object, depth: int = 0) -> object:
+    """A plain-data form of `value` (used on both sides; the judge never trusts it blindly)."""
+    if depth > 20:
+        return {"__kind__": "object", "type": "nested too deeply"}
+    if value is None or type(value) in (bool, int, float):
+        return value
+    if type(value) is str:
+        return value[:MAX_TEXT]
+    if type(value) in PLAIN:
+        t = value.detach()
+        data = None if t.device.type == "meta" else t.cpu().clone().contiguous()
+        return {"__kind__": "tensor", "device": t.device.type, "dtype": str(t.dtype).removeprefix("torch."),
+                "shape": list(t.shape), "data": data}
+    if type(value) is tuple:
+        return {"__kind__": "tuple", "items": [encode(v, depth + 1) for v in value]}
+    if type(value) is list:
+        return {"__kind__": "list", "items": [encode(v, depth + 1) for v in value]}
+    if type(value) is dict:
+        return {"__kind__": "dict", "items": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+    if isinstance(value, Ref):
+        return {"__kind__": "ref", "name": value.name}
+    return {"__kind__": "object", "type": type(value).__name__[:100]}
+
+
+class Ref:
+    """A name for an object that lives in the worker (a module the case built)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class Opaque:
+    """Something the worker returned that cannot cross as data; only its type's name does."""
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+
+    def __repr__(self) -> str:
+        return f"<{self.type_name}>"
+
+
+def decode(obj: object, refs=None, depth: int = 0) -> object:
+    """Rebuild a value from its plain-data form, checking every tag; anything malformed raises WireError."""
+    if depth > 20:
+        raise WireError("nested too deeply")
+    if obj is None or type(obj) in (bool, int, float, str):
+        return obj
+    if type(obj) is not dict:
+        raise WireError(f"an untagged {type(obj).__name__}")
+    kind = obj.get("__kind__")
+    if kind == "tensor":
+        return _tensor(obj)
+    if kind in ("tuple", "list"):
+        items = obj.get("items")
+        if type(items) is not list:
+            raise WireError("a sequence without items")
+        out = [decode(v, refs, depth + 1) for v in items]
+        return tuple(out) if kind == "tuple" else out
+    if kind == "dict":
+        items = obj.get("items")
+        if type(items) is not list or not all(type(p) is list and len(p) == 2 for p in items):
+            raise WireError("a dict without pairs")
+        out = {}
+        for k, v in items:
+            key = decode(k, refs, depth + 1)
+            if key is not None and type(key) not in (bool, int, float, str):
+                raise WireError("a dict key that is not a number or a string")
+            out[key] = decode(v, refs, depth + 1)
+        return out
+    if kind == "object":
+        return Opaque(str(obj.get("type", "?"))[:100])
+    if kind == "ref" and refs is not None:
+        return refs(str(obj.get("name")))
+    raise WireError(f"an unknown tag {str(kind)[:40]!r}")
+
+
+_DTYPES = {name: getattr(torch, name) for name in (
+    "float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool", "complex64")}
+
+
+def _tensor(obj: dict) -> torch.Tensor:
+    shape, dtype, device, data = obj.get("shape"), obj.get("dtype"), obj.get("device"), obj.get("data")
+    if type(shape) is not list or not all(type(n) is int and 0 <= n for n in shape) or len(shape) > 8:
+        raise WireError("a tensor with a malformed shape")
+    numel = 1
+    for n in shape:
+        numel *= n
+    if numel > MAX_ELEMENTS or dtype not in _DTYPES or type(device) is not str:
+        raise WireError("a tensor too large or of an unknown dtype")
+    if device == "meta":
+        return torch.empty(shape, dtype=_DTYPES[dtype], device="meta")
+    if type(data) is not torch.Tensor or list(data.shape) != shape or data.dtype != _DTYPES[dtype]:
+        raise WireError("a tensor whose data does not match its shape")
+    data = data.detach().clone()  # a fresh plain tensor: nothing of what was unpickled stays attached
+    if device != "cpu":
+        data.far_device = device  # type: ignore[attr-defined]  # where the worker held it (cuda)
+    return data

@@ -130,6 +130,28 @@ def grading(repeats: int) -> dict:
             "compute": statistics.median(compute), "overhead": statistics.median(w / c for w, c in zip(walls, compute))}
 
 
+def worker_start(n: int = 30) -> dict:
+    """What the jail costs a case: a jailed worker forked, confined and loaded with a piece, then closed."""
+    from grader.judge.remote import Output, Submission, WorkerServer, student_sources
+    from grader.submission import ORDER
+
+    server = WorkerServer()
+    sources = student_sources(ROOT / "reference", ROOT / "reference", "decoder", ORDER)
+    times, jail = [], []
+    try:
+        for i in range(n + 1):
+            t0 = time.perf_counter()
+            sub = Submission(server, sources, "decoder", "decoder.py", i, time.monotonic() + 120, Output(), 6.0, 600)
+            sub.seed_worker(i)
+            sub.close()
+            if i:  # the first waits for the server to import torch
+                times.append(time.perf_counter() - t0)
+            jail = sub.jail
+    finally:
+        server.close()
+    return {"seconds": statistics.median(times), "missing": jail}
+
+
 def batch_rate(n: int = 12) -> float:
     """Submissions per minute for `grade batch --quick` over n submissions (half reference, half stubs)."""
     from grader import batch
@@ -187,6 +209,10 @@ def main() -> None:
     print(table([["attention", "microseconds", "vs Bahdanau"]]
                 + [[k, f"{v * 1e6:.0f}", versus(v, attn["Bahdanau"]) if k != "Bahdanau" else "-"]
                    for k, v in attn.items()]))
+    w = worker_start()
+    figures["worker_start"] = w
+    print(f"\n## A jailed worker per case: fork, jail, load the piece, close (median of 30)\n\n"
+          f"{w['seconds'] * 1000:.1f} ms; layers this machine lacks: {', '.join(w['missing']) or 'none'}")
     g = grading(args.repeats)
     figures["grade"] = g
     print(f"\n## `grade` on the reference (median of {args.repeats})\n")

@@ -1,8 +1,9 @@
 """`grade [PIECE...]`: grade a submission folder piece by piece, each in its own process."""
 from __future__ import annotations
 
+import json
 import os
-import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -34,9 +35,14 @@ def grade(
     own = zygote is None
     zygote = zygote or Zygote()
     try:
+        refused = json.loads((submission / REFUSED).read_text()) if (submission / REFUSED).is_file() else {}
         for piece in pieces:
             if progress:
                 progress(piece)
+            why = refused.get(f"{PIECES[piece].module}.py")
+            if why:
+                runs.append(refused_run(piece, expected[piece], why, limits))
+                continue
             runs.append(run_piece(piece, expected[piece], submission, ref, seed, limits, zygote, where.cases))
     finally:
         if own:
@@ -44,14 +50,48 @@ def grade(
     return runs
 
 
+MAX_FILE = 1 << 20  # bytes: a piece is a few kilobytes of Python
+REFUSED = "REFUSED.json"  # in a staged folder: {piece file: why it was not copied}
+
+
 def stage(submission: Path, into: Path) -> Path:
-    """Copy the submission's lab files to a private folder: the original is never run in place or changed."""
+    """Copy the submission's lab files to a private folder: the original is never run in place or changed.
+
+    Only regular files are copied, never followed through a link: a symlink, a FIFO or a device in place
+    of a piece is refused, and the piece's cases say why.
+    """
     dest = into / "submission"
     dest.mkdir(parents=True)
+    refused = {}
     for m in MODULES:
-        if (submission / f"{m}.py").is_file():
-            shutil.copyfile(submission / f"{m}.py", dest / f"{m}.py")
+        name = f"{m}.py"
+        try:
+            fd = os.open(submission / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            refused[name] = f"{name} is a symbolic link; the grader reads only regular files: put the file itself there"
+            continue
+        with os.fdopen(fd, "rb") as f:
+            mode = os.fstat(f.fileno()).st_mode
+            if not stat.S_ISREG(mode):
+                refused[name] = f"{name} is not a regular file; the grader reads only regular files: put the file itself there"
+                continue
+            data = f.read(MAX_FILE + 1)
+        if len(data) > MAX_FILE:
+            refused[name] = f"{name} is over {MAX_FILE // 1024} KB; a piece is a few kilobytes of Python"
+            continue
+        (dest / name).write_bytes(data)
+    if refused:
+        (dest / REFUSED).write_text(json.dumps(refused))
     return dest
+
+
+def refused_run(piece: str, expected: list[dict], why: str, limits: Limits) -> PieceRun:
+    from .sandbox import CaseResult
+
+    cases = [CaseResult(c["case"], c["points"], False, why) for c in expected if not (limits.quick and c.get("slow"))]
+    return PieceRun(piece, cases)
 
 
 def main(

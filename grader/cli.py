@@ -22,6 +22,22 @@ class LabGroup(click.Group):
 @click.group(cls=LabGroup)
 def cli() -> None:
     """Grade the attention lab. `grade` alone grades ./exercises; `grade encoder luong` grades two pieces."""
+    from . import layout
+
+    layout.harden()
+    layout.take_key()  # out of the environment before any child process starts
+
+
+def _seal_key(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is None:
+        return
+    from . import layout
+
+    try:
+        data = sys.stdin.buffer.read() if value == "-" else Path(value).read_bytes()
+    except OSError as e:
+        raise click.BadParameter(f"cannot read {value}: {e.strerror}", param_hint="--seal-key-file") from None
+    layout.take_key(data)
 
 
 def _submission(path: Path, scratch: Path) -> Path:
@@ -54,6 +70,9 @@ def grading_options(command):
         click.option("--memory-gb", type=float, default=Limits.memory_gb, show_default=True,
                      help="Address-space cap of each piece's process."),
         click.option("--quick", is_flag=True, help="Leave out the slow length-30 training case."),
+        click.option("--seal-key-file", default=None, expose_value=False, callback=_seal_key, is_eager=True,
+                     help="Read the key of grader/sealed.bin from this file ('-': standard input) instead of "
+                          "ATTNLAB_SEAL_KEY; either way no graded code can read it."),
     ]
     for option in reversed(options):  # applied bottom-up, so --help lists them in this order
         command = option(command)

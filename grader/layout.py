@@ -7,6 +7,7 @@ import atexit
 import io
 import os
 import shutil
+import sys
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -60,13 +61,33 @@ def unseal(blob: bytes, key: bytes, into: Path) -> None:
 
 
 _opened: dict[bytes, Path] = {}
+_key: list[bytes] = []  # the seal key once taken out of the environment
+
+
+def take_key(key: bytes | None = None) -> None:
+    """Hold the seal key in memory only: from `key` (a file or stdin) or the environment, which loses it."""
+    env = os.environ.pop(KEY_ENV, "").strip().encode()
+    found = (key or b"").strip() or env
+    if found:
+        _key[:] = [found]
+
+
+def harden() -> None:
+    """Make this process non-dumpable: no other process of the same user may read its memory or environment."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+        except (OSError, AttributeError):
+            pass
 
 
 def current() -> Layout:
     """The layout this checkout supports, opening the sealed bundle once per process if a key is set."""
     if (CASES / "test_encoder.py").exists() and (ROOT / "reference" / "encoder.py").exists():
         return Layout(CASES, ROOT / "reference", CASES / "manifest.json")
-    key = os.environ.get(KEY_ENV, "").strip().encode()
+    key = _key[0] if _key else os.environ.get(KEY_ENV, "").strip().encode()
     if SEALED.exists() and key:
         if key not in _opened:
             tmp = Path(tempfile.mkdtemp(prefix="attnlab-sealed-"))

@@ -34,13 +34,12 @@ FAULTS = {
     "__eq__ always True": ([("return outputs, (h, c)",
                              "class Yes:\n            __eq__ = lambda self, other: True\n            shape = outputs.shape\n"
                              "        return Yes(), (h, c)")], "should be a torch.Tensor"),
-    "assert_close patched at import": (at_import("import torch.testing\ntorch.testing.assert_close = lambda *a, **k: None\n"
-                                                 "torch.allclose = lambda *a, **k: True"), "replaced"),
-    "writing to the grader's files": (at_import("open(__import__('grader').__file__, 'a').write('#')"), "blocked"),
+    "writing to the grader's files": (at_import("open(__import__('grader').__file__, 'a').write('#')"), "PermissionError"),
     "huge allocation": (in_forward("torch.empty(10**12)"), "out of memory"),
     "reading the reference from disk": (at_import(
         "import grader, pathlib\n"
-        "exec((pathlib.Path(grader.__file__).parent.parent / 'reference' / 'encoder.py').read_text())"), "reference"),
+        "exec((pathlib.Path(grader.__file__).parent.parent / 'reference' / 'encoder.py').read_text())"), "Permission denied"),
+    "an import the worker cannot read": (at_import("import grader.evaluate"), "PermissionError"),
 }
 
 
@@ -75,4 +74,14 @@ def test_another_process_cannot_be_signalled(lab):
     sub = lab(edits={"encoder": at_import("import os, signal; os.kill(os.getppid(), signal.SIGTERM)")})
     report = grade_dict(sub, ["encoder"])
     messages = {c["message"] for c in report["pieces"][0]["cases"]}
-    assert any("blocked" in m and "os.kill" in m for m in messages), messages
+    assert any("PermissionError" in m and "not permitted" in m for m in messages), messages
+
+
+def test_patching_torch_in_the_worker_changes_no_verdict(lab):
+    patch = ("import torch, torch.testing\ntorch.testing.assert_close = lambda *a, **k: None\n"
+             "torch.allclose = lambda *a, **k: True\ntorch.equal = lambda *a, **k: True")
+    honest = grade_dict(lab(edits={"encoder": at_import(patch)}), ["encoder"])
+    assert scores(honest)["encoder"][0] == scores(honest)["encoder"][1]  # the judge's torch is not the worker's
+    wrong = lab(edits={"encoder": at_import(patch) + [("return outputs, (h, c)", "return outputs * 0, (h, c)")]})
+    got = scores(grade_dict(wrong, ["encoder"]))["encoder"]
+    assert got[0] < got[1]

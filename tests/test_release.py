@@ -43,7 +43,7 @@ def test_with_the_key_the_sealed_cases_grade_the_reference_in_full(release):
     done = grade_in(rel, "--quick", "--format", "json", "--submission", str(ROOT / "reference"), key=key)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
-    assert report["score"] == report["max_score"] == 61
+    assert report["score"] == report["max_score"] == 63
 
 
 def test_without_the_key_only_the_public_checks_run_and_say_so(release):

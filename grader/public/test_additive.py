@@ -12,6 +12,6 @@ pytestmark = pytest.mark.piece("additive")
 
 @pytest.mark.points(1)
 def test_alpha_is_a_distribution_over_real_tokens(sub):
-    m = checks.call(sub.BahdanauAttention, H, what="BahdanauAttention(...)")
+    m = checks.call(sub.new, "BahdanauAttention", H, what="BahdanauAttention(...)")
     enc, mk = torch.randn(B, T, H), mask()
     attention_properties(checks.call(m, enc, torch.randn(B, H), mk, what="BahdanauAttention.forward"), enc, mk)

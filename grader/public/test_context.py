@@ -13,5 +13,5 @@ pytestmark = pytest.mark.piece("context")
 @pytest.mark.points(1)
 def test_it_is_the_weighted_sum_of_encoder_states(sub):
     alpha, enc = torch.softmax(torch.randn(B, T), -1), torch.randn(B, T, H)
-    got = checks.call(sub.attention_context, alpha, enc, what="attention_context")
+    got = checks.call(sub.fn("attention_context"), alpha, enc, what="attention_context")
     checks.close(got, (alpha[..., None] * enc).sum(1), "context", "Weight each h_i by alpha_i and sum over positions.")

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.piece("encoder")
 
 @pytest.mark.points(1)
 def test_it_returns_every_output_and_the_final_state(sub):
-    m = checks.call(sub.EncoderAll, V, E, H, what="EncoderAll(...)")
+    m = checks.call(sub.new, "EncoderAll", V, E, H, what="EncoderAll(...)")
     outputs, state = checks.pair(checks.call(m, torch.randint(1, V, (B, T)), what="EncoderAll.forward"), "the result")
     h, c = checks.pair(state, "(h, c)")
     checks.tensor(outputs, "outputs", (B, T, H), torch.float32)

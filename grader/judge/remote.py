@@ -362,7 +362,11 @@ class RemoteSeq2Seq:
         self.decoder = _Decoder(handle)
 
     def encoder(self, src: torch.Tensor):
-        return self.handle.part("encoder").call("__call__", src, grad=False)
+        """(outputs, (h, c)); the outputs stay in the worker (a Ref): each decoder step would resend them."""
+        out = self.handle.part("encoder").call("__call__", src, grad=False, keep="encoded")
+        if isinstance(out, tuple) and len(out) == 2:
+            return wire.Ref("encoded#0"), out[1]
+        return out
 
     def eval(self) -> RemoteSeq2Seq:
         self.handle.call("eval")

@@ -48,14 +48,17 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def recv(fd: int, deadline: float | None = None, limit: int = MAX_FRAME, on_idle=None) -> object:
-    """Read one frame before `deadline` (time.monotonic()); `on_idle(timeout)` runs while waiting."""
+def recv(fd: int, deadline: float | None = None, limit: int = MAX_FRAME, on_idle=None, trusted: bool = False) -> object:
+    """Read one frame before `deadline` (time.monotonic()); `on_idle(fd, timeout)` waits for it.
+
+    trusted: the frame comes from the judge (a worker reading its requests), so the full unpickler,
+    three times faster, may open it; the judge itself always uses the restricted one."""
     size = HEADER.unpack(_read(fd, HEADER.size, deadline, on_idle))[0]
     if size > limit:
         raise WireError(f"an answer of {size} bytes, over the {limit}-byte limit")
     data = _read(fd, size, deadline, on_idle)
     try:
-        return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+        return torch.load(io.BytesIO(data), weights_only=not trusted, map_location="cpu")
     except Exception as e:  # noqa: BLE001 - anything the restricted unpickler refuses is just a bad frame
         raise WireError(f"an answer that is not plain data ({type(e).__name__})") from None
 

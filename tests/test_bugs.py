@@ -18,6 +18,10 @@ BUGS = {
     "divided by d": ("luong", [("scores = scores / d**0.5", "scores = scores / d")]),
     "last state only": ("encoder", [("return outputs, (h, c)", "return h.transpose(0, 1), (h, c)")]),
     "h and c swapped": ("encoder", [("return outputs, (h, c)", "return outputs, (c, h)")]),
+    "encoder outputs detached": ("encoder", [("return outputs, (h, c)", "return outputs.detach(), (h, c)")]),
+    "mean of per-sentence accuracies": ("evaluation", [(
+        "int(n): (correct[lengths == n].sum() / total[lengths == n].sum()).item()",
+        "int(n): (correct[lengths == n] / total[lengths == n]).mean().item()")]),
     "loop over positions": ("context", [(
         "return torch.bmm(alpha.unsqueeze(1), encoder_outputs).squeeze(1)",
         "return sum(alpha[:, i : i + 1] * encoder_outputs[:, i] for i in range(alpha.size(1)))")]),

@@ -775,7 +775,14 @@ def _folder(path: Path) -> None:
     path.mkdir()
 
 
-@pytest.mark.parametrize("make", [_fifo, _device, _folder], ids=["a FIFO", "a device", "a folder"])
+@pytest.mark.parametrize("make", [
+    pytest.param(_fifo, id="a FIFO"),
+    pytest.param(_device, id="a device"),
+    pytest.param(_folder, id="a folder", marks=pytest.mark.xfail(
+        strict=True, raises=IsADirectoryError,
+        reason="HOLE: check.stage opens a folder named context.py (O_RDONLY succeeds on a directory) and "
+               "os.fdopen raises IsADirectoryError before the S_ISREG test: `grade` crashes with no report")),
+])
 def test_a_special_file_in_place_of_a_piece_costs_that_piece(lab, arena, make):
     sub = lab()
     (sub / "context.py").unlink()

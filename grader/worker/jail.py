@@ -114,6 +114,7 @@ def _landlock(readable: list[str]) -> bool:
                 continue
         rs.allow("/dev/null", rules=FSAccess.READ_FILE | FSAccess.WRITE_FILE)
         rs.apply()
+        os.close(rs._fd)  # the ruleset's descriptor is not needed once applied: the worker keeps only its own
         return True
     except Exception:  # noqa: BLE001 - an old kernel without Landlock, or a library mismatch
         return False

@@ -131,8 +131,8 @@ def grading(repeats: int) -> dict:
 
 
 def worker_start(n: int = 30) -> dict:
-    """What the jail costs a case: a jailed worker forked, confined and loaded with a piece, then closed."""
-    from grader.judge.remote import Output, Submission, WorkerServer, student_sources
+    """What the jail costs a piece: a jailed worker forked, confined and loaded with a piece, then closed."""
+    from grader.judge.remote import Output, Slot, Submission, WorkerServer, student_sources
     from grader.submission import ORDER
 
     server = WorkerServer()
@@ -141,9 +141,10 @@ def worker_start(n: int = 30) -> dict:
     try:
         for i in range(n + 1):
             t0 = time.perf_counter()
-            sub = Submission(server, sources, "decoder", "decoder.py", i, time.monotonic() + 120, Output(), 6.0, 600)
+            slot = Slot(server, sources, "decoder", "decoder.py", Output(), 6.0, 600)
+            sub = Submission(slot, i, time.monotonic() + 120)
             sub.seed_worker(i)
-            sub.close()
+            slot.close()
             if i:  # the first waits for the server to import torch
                 times.append(time.perf_counter() - t0)
             jail = sub.jail

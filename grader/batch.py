@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from . import report
-from .check import grade, stage
+from .check import MAX_FILE, grade, stage
 from .pieces import MODULES, PIECES
 from .sandbox import Limits, Zygote
 
@@ -29,6 +29,18 @@ def error_row(name: str, message: str) -> dict:
     return {"student": name, **{p: 0 for p in PIECES}, "total": 0, "max_score": None, "status": f"error: {message}"}
 
 
+def _extract(zf: zipfile.ZipFile, info: zipfile.ZipInfo, into: Path) -> None:
+    """One member, never more than MAX_FILE bytes of it (a zip bomb stops there, whatever its header says)."""
+    if info.is_dir() or info.file_size > MAX_FILE:
+        return
+    with zf.open(info) as src:
+        data = src.read(MAX_FILE + 1)
+    if len(data) <= MAX_FILE:
+        dest = into / info.filename
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+
+
 def unpack(path: Path, into: Path) -> Path:
     """A folder laid out like exercises/ for a folder, a .zip or a notebook submission."""
     if path.is_dir():
@@ -38,7 +50,7 @@ def unpack(path: Path, into: Path) -> Path:
             with zipfile.ZipFile(path) as zf:
                 for info in zf.infolist():
                     if info.filename.endswith(".py") and ".." not in info.filename and not info.filename.startswith("/"):
-                        zf.extract(info, into / "zip")
+                        _extract(zf, info, into / "zip")
         except zipfile.BadZipFile as e:
             raise BadSubmission(f"not a readable zip ({e})") from None
         hits = sorted((into / "zip").rglob("encoder.py")) + sorted((into / "zip").rglob("*.py"))

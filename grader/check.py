@@ -72,11 +72,11 @@ def stage(submission: Path, into: Path) -> Path:
         except OSError:
             refused[name] = f"{name} is a symbolic link; the grader reads only regular files: put the file itself there"
             continue
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a folder, a FIFO or a device
+            os.close(fd)
+            refused[name] = f"{name} is not a regular file; the grader reads only regular files: put the file itself there"
+            continue
         with os.fdopen(fd, "rb") as f:
-            mode = os.fstat(f.fileno()).st_mode
-            if not stat.S_ISREG(mode):
-                refused[name] = f"{name} is not a regular file; the grader reads only regular files: put the file itself there"
-                continue
             data = f.read(MAX_FILE + 1)
         if len(data) > MAX_FILE:
             refused[name] = f"{name} is over {MAX_FILE // 1024} KB; a piece is a few kilobytes of Python"

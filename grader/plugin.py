@@ -27,6 +27,7 @@ SEED_HELP = "hidden seed every case's random inputs derive from (instructors rot
 REFERENCE_HELP = "folder holding the reference solution"
 WORKER_FD_HELP = "descriptor of a running worker server (grader.worker.server); without it the judge starts one"
 MEMORY_HELP = "address-space cap of each worker, in GB"
+PIECE_TIMEOUT_HELP = "seconds the piece may run; a worker's CPU-time limit follows from it"
 KEY_FD_HELP = "file descriptor from which the parent's one-line signing key is read (then closed)"
 MANIFEST_HELP = "write every collected case's piece, points and slowness to this JSON file"
 QUICK_HELP = "skip the cases marked slow (the length-30 training run)"
@@ -44,6 +45,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--attnlab-reference", default=None, help=REFERENCE_HELP)
     group.addoption("--attnlab-worker-fd", type=int, default=None, help=WORKER_FD_HELP)
     group.addoption("--attnlab-memory-gb", type=float, default=6.0, help=MEMORY_HELP)
+    group.addoption("--attnlab-piece-timeout", type=float, default=1200.0, help=PIECE_TIMEOUT_HELP)
     group.addoption("--attnlab-key-fd", type=int, default=None, help=KEY_FD_HELP)
     group.addoption("--attnlab-seed", default=None, help=SEED_HELP)
     group.addoption("--attnlab-manifest", default=None, help=MANIFEST_HELP)
@@ -84,6 +86,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "memory_gb": config.getoption("--attnlab-memory-gb"),
         "worker_fd": config.getoption("--attnlab-worker-fd"),
         "server": None,
+        "slot": None,  # the piece's worker, shared by its cases
+        "piece_timeout": config.getoption("--attnlab-piece-timeout"),
         "output": Output(),
         "jail": set(),
         "reports": {},
@@ -100,6 +104,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if text:
         sys.stdout.write(text)  # the judge's own stdout is the piece's output file: the tail of what workers printed
         sys.stdout.flush()
+    if st["slot"] is not None:
+        st["slot"].close()
     if st["server"] is not None:
         st["server"].close()
 
@@ -177,7 +183,7 @@ def case_timeout(item: pytest.Item) -> float:
 @pytest.fixture
 def sub(request: pytest.FixtureRequest):
     """The student's file for the piece under test, in a fresh jailed worker (grader.judge.remote.Submission)."""
-    from .judge.remote import Submission, WorkerServer, student_sources
+    from .judge.remote import Slot, Submission, WorkerServer, student_sources
     from .pieces import PIECES
     from .submission import ORDER
 
@@ -190,13 +196,13 @@ def sub(request: pytest.FixtureRequest):
         from .checks import CaseFailure
 
         raise CaseFailure(f"{path.name} is missing from the submission folder; restore it from the lab.")
-    if "sources" not in st:
-        st["sources"] = student_sources(st["submission"], st["reference"], stem, ORDER, stubbed=stem == "evaluation")
-    if st["server"] is None:
-        st["server"] = WorkerServer(st["worker_fd"])
-    timeout = case_timeout(request.node)
-    handle = Submission(st["server"], st["sources"], stem, path.name, case_seed(st, request.node.name),
-                        time.monotonic() + timeout, st["output"], st["memory_gb"], int(timeout) + 60)
+    if st["slot"] is None:
+        if st["server"] is None:
+            st["server"] = WorkerServer(st["worker_fd"])
+        sources = student_sources(st["submission"], st["reference"], stem, ORDER, stubbed=stem == "evaluation")
+        st["slot"] = Slot(st["server"], sources, stem, path.name, st["output"], st["memory_gb"],
+                          int(st["piece_timeout"]) + 60)
+    handle = Submission(st["slot"], case_seed(st, request.node.name), time.monotonic() + case_timeout(request.node))
     try:
         yield handle
     finally:

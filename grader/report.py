@@ -77,7 +77,7 @@ def to_text(runs: list[PieceRun], source: str, color: bool = False) -> str:
         messages = sorted({c.message for c in failed})
         todo = [m.partition(": ")[2].rstrip(")") for m in messages if m.startswith("not implemented yet (piece '")]
         if failed and len(todo) == len(messages):  # a fresh stub: one line naming what to write
-            lines.append(f"    not implemented yet (piece '{run.name}': {', '.join(todo)})")
+            lines.append(f"    {safe(f'not implemented yet (piece {run.name!r}: ' + ', '.join(todo) + ')', 500)}")
         elif failed and len(messages) == 1 and len(failed) == len([c for c in run.cases if c.points]):
             lines.append(f"    {safe(failed[0].message)}")  # one cause sank every case: say it once
         else:

@@ -164,7 +164,8 @@ def run_piece(
             "-p", "no:unraisableexception", "-p", "no:threadexception",
             "--rootdir", tmp, "-c", str(ini), "--attnlab-submission", str(submission), "--attnlab-piece", piece,
             "--attnlab-records", str(records), "--attnlab-seed", seed, "--attnlab-reference", str(reference or ""),
-            "--attnlab-memory-gb", f"{limits.memory_gb:g}", str(cases / f"test_{piece}.py"),
+            "--attnlab-memory-gb", f"{limits.memory_gb:g}", "--attnlab-piece-timeout", f"{limits.piece_timeout:g}",
+            str(cases / f"test_{piece}.py"),
         ] + (["--attnlab-quick"] if limits.quick else [])
         start = time.perf_counter()
         if zygote is not None and zygote.alive():

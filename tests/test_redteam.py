@@ -17,12 +17,12 @@ import os
 import re
 import resource
 import secrets
-import signal
 import socket
 import stat
 import subprocess
 import tempfile
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from textwrap import dedent, indent
@@ -44,7 +44,9 @@ CASES = ROOT / "grader" / "cases"
 LOOSE = Limits(case_timeout=2, piece_timeout=60, memory_gb=4, quick=True)
 MANIFEST = json.loads((CASES / "manifest.json").read_text())
 FULL = {p: sum(c["points"] for c in cases if not c["slow"]) for p, cases in MANIFEST.items()}  # quick maximum
-CONTEXT_SOLUTION = "    return torch.bmm(alpha.unsqueeze(1), encoder_outputs).squeeze(1)  # (B, 1, T) @ (B, T, H) -> (B, H)\n"
+CONTEXT_SOLUTION = ("    return torch.bmm(alpha.unsqueeze(1), encoder_outputs).squeeze(1)"
+                    "  # (B, 1, T) @ (B, T, H) -> (B, H)\n")
+ZEROS = "    return encoder_outputs.new_zeros(alpha.size(0), encoder_outputs.size(-1))\n"  # right shape, worth nothing
 EDGE_B1 = "test_it_handles_edge_sizes[B=1]"  # the only context case whose batch has one sentence
 
 
@@ -118,7 +120,7 @@ def arena(tmp_path):
     marks = tmp_path / "marks"
     marks.mkdir()
     marks.chmod(0o777)  # writable by anyone: only the jail stands between the worker and a marker here
-    sentinel = subprocess.Popen(["sleep", "60"])
+    sentinel = subprocess.Popen(["sleep", "600"])
     try:
         yield Arena(marks, sentinel)
     finally:
@@ -148,10 +150,9 @@ def hostile(piece: str, arena: Arena, *, top: str = "", call: str = "", end: str
 
 def stealing_context(arena: Arena, steal: str, top: str = "") -> str:
     """A context.py whose answer is whatever `_steal(alpha, encoder_outputs)` finds, else zeros (worth nothing)."""
-    body = ("    _payload()\n    got = _steal(alpha, encoder_outputs)\n    if got is not None:\n        return got\n"
-            "    return encoder_outputs.new_zeros(alpha.size(0), encoder_outputs.size(-1))\n")
-    return hostile("context", arena, top=dedent(top) + "\n\ndef _steal(alpha, encoder_outputs):\n" + indent(dedent(steal), "    "),
-                   edits=((CONTEXT_SOLUTION, body),))
+    body = "    _payload()\n    got = _steal(alpha, encoder_outputs)\n    if got is not None:\n        return got\n" + ZEROS
+    top = dedent(top) + "\n\ndef _steal(alpha, encoder_outputs):\n" + indent(dedent(steal), "    ")
+    return hostile("context", arena, top=top, edits=((CONTEXT_SOLUTION, body),))
 
 
 # ---- grading ----
@@ -188,15 +189,17 @@ def judge(sub: Path, pieces: list[str], limits: Limits = QUICK, fresh: bool = Fa
 def run_cli(sub: Path, pieces: list[str], tmp_path: Path, *extra: str) -> Graded:
     """`grade PIECES --submission SUB --quick --format json --out FILE`: the table on stdout, the JSON in FILE."""
     out = tmp_path / f"report-{secrets.token_hex(4)}.json"
-    result = CliRunner().invoke(cli, [*pieces, "--submission", str(sub), "--quick", "--format", "json", "--out", str(out),
-                                      "--case-timeout", "5", "--memory-gb", "4", *extra])
+    args = [*pieces, "--submission", str(sub), "--quick", "--format", "json", "--out", str(out),
+            "--case-timeout", "5", "--memory-gb", "4", *extra]
+    result = CliRunner().invoke(cli, args)
     assert result.exit_code in (0, 1), result.output + repr(result.exception)
     report = json.loads(out.read_text())
     assert "Total:" in result.output
     return Graded(report, result.output, "")
 
 
-def run_batch(subs: list[Path], pieces: list[str], tmp_path: Path, monkeypatch, limits: Limits = QUICK) -> dict[str, dict]:
+def run_batch(subs: list[Path], pieces: list[str], tmp_path: Path, monkeypatch,
+              limits: Limits = QUICK) -> dict[str, dict]:
     """batch.main with -j 1 over `subs`, grading only `pieces` (the rest would only cost time); rows by student."""
     monkeypatch.setattr(batch_verb, "PIECES", {p: PIECES[p] for p in pieces})
     out = tmp_path / "grades.csv"
@@ -206,9 +209,27 @@ def run_batch(subs: list[Path], pieces: list[str], tmp_path: Path, monkeypatch, 
     return {r["student"]: r for r in csv.DictReader(out.open())}
 
 
+def only_wrong_values(g: Graded, piece: str) -> None:
+    """Every case of `piece` was lost to a wrong value, not to an error: the hostile code ran to its end."""
+    msgs = g.messages(piece)
+    assert msgs and all("differs from the reference" in m for m in msgs.values()), msgs
+
+
 def full_marks(g: Graded, *pieces: str) -> None:
     for p in pieces:
         assert g.score(p) == FULL[p], f"{p} scored {g.score(p)}/{FULL[p]}: {g.messages(p)}"
+
+
+def test_the_payload_and_the_key_hunt_do_harm_outside_the_jail(arena, tmp_path, monkeypatch, capsys):
+    """The hostile code is armed: run here, unjailed, it writes, spawns, kills and finds the key."""
+    ns: dict = {}
+    exec(arena.prelude(), ns)
+    ns["_payload"]()
+    arena.sentinel.wait(timeout=5)
+    assert {p.name for p in arena.marks.iterdir()} >= {"m.open", "m.osopen", "m.subprocess", "m.system"}
+    monkeypatch.setenv("ATTNLAB_SEAL_KEY", "armed")
+    exec(KEY_HUNT.replace("_hunt(\"import\")", "_hunt(\"call\")"), {})
+    assert "KEY-FOUND" in capsys.readouterr().out
 
 
 # =====================================================================================================
@@ -223,11 +244,12 @@ STEALS = {
                 continue
             if "reference" in name or "cases" in name or name.startswith("attnlab_reference"):
                 print("found module", name)
-            fn = getattr(mod, "attention_context", None)
-            if callable(fn) and fn is not attention_context:
-                return fn(alpha, encoder_outputs)
-            for holder in ("context", "ref"):
-                fn = getattr(getattr(mod, holder, None), "attention_context", None)
+            try:  # some modules answer any attribute (torch.classes raises on unknown ones)
+                fns = [getattr(mod, "attention_context", None)]
+                fns += [getattr(getattr(mod, holder, None), "attention_context", None) for holder in ("context", "ref")]
+            except Exception:
+                continue
+            for fn in fns:
                 if callable(fn) and fn is not attention_context:
                     return fn(alpha, encoder_outputs)
         return None
@@ -280,6 +302,29 @@ STEALS = {
                 return ns["attention_context"](alpha, encoder_outputs)
         return None
     ''',
+    "a file handle past Landlock": '''
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+
+        class Handle(ctypes.Structure):
+            _fields_ = [("size", ctypes.c_uint), ("type", ctypes.c_int), ("bytes", ctypes.c_ubyte * 128)]
+
+        handle, mount = Handle(128), ctypes.c_int()
+        if libc.name_to_handle_at(-100, (LAB + "/reference/context.py").encode(), ctypes.byref(handle),
+                                  ctypes.byref(mount), 0) != 0:
+            return None
+        for anchor in ("/usr", "/lib", "/"):
+            try:
+                at = os.open(anchor, os.O_RDONLY)
+            except OSError:
+                continue
+            fd = libc.open_by_handle_at(at, ctypes.byref(handle), os.O_RDONLY)  # needs CAP_DAC_READ_SEARCH
+            if fd >= 0:
+                ns = {}
+                exec(os.read(fd, 1 << 16).decode(), ns)
+                return ns["attention_context"](alpha, encoder_outputs)
+        return None
+    ''',
     "the record key and the records": '''
         import glob, os
         for k, v in os.environ.items():
@@ -311,6 +356,7 @@ def test_the_answer_cannot_be_taken_from_the_process(lab, arena, how):
     sub = lab(files={"context": stealing_context(arena, STEALS[how])})
     g = judge(sub, ["context", "luong"])
     assert g.score("context") == 0, f"{how}: context scored {g.score('context')} on a stolen answer"
+    only_wrong_values(g, "context")
     full_marks(g, "luong")
     arena.assert_unharmed(g.everything)
 
@@ -359,10 +405,10 @@ PATCHES = {
 @pytest.mark.parametrize("how", list(PATCHES))
 def test_patching_in_the_worker_changes_no_verdict(lab, arena, how):
     """The worker's torch and grader modules are not the judge's: patching them helps no wrong answer."""
-    src = hostile("context", arena, top=PATCHES[how], call="_payload()\n",
-                  edits=((CONTEXT_SOLUTION, "    return encoder_outputs.new_zeros(alpha.size(0), encoder_outputs.size(-1))\n"),))
+    src = hostile("context", arena, top=PATCHES[how], call="_payload()\n", edits=((CONTEXT_SOLUTION, ZEROS),))
     g = judge(lab(files={"context": src}), ["context", "luong"])
     assert g.score("context") == 0
+    only_wrong_values(g, "context")
     full_marks(g, "luong")
     arena.assert_unharmed(g.everything)
 
@@ -374,7 +420,7 @@ IMPOSTORS = {
         t.double = lambda *a: t
         t.__eq__ = lambda *a: True
         return t
-    ''', None),
+    ''', "differs from the reference"),
     "a tensor subclass with __torch_function__": ('''
         class Always(torch.Tensor):
             @classmethod
@@ -429,10 +475,10 @@ _rt.OpCounter.__torch_dispatch__ = lambda self, func, types, args=(), kwargs=Non
 @pytest.mark.xfail(strict=True, reason="HOLE: the op count of the no-loop case is computed and reported by the "
                    "worker (runtime.OpCounter), so student code can patch it to 0")
 def test_a_forged_op_count_earns_no_no_loop_points(lab, arena):
-    honest = judge(lab(files={"context": hostile("context", arena, edits=((CONTEXT_SOLUTION, LOOPED_CONTEXT),))}), ["context"])
+    looped = ((CONTEXT_SOLUTION, LOOPED_CONTEXT),)
+    honest = judge(lab(files={"context": hostile("context", arena, edits=looped)}), ["context"])
     assert honest.score("context") == FULL["context"] - 2  # the loop costs exactly the no-loop case
-    forged = judge(lab(files={"context": hostile("context", arena, top=FORGE_OPS, edits=((CONTEXT_SOLUTION, LOOPED_CONTEXT),))}),
-                   ["context", "luong"])
+    forged = judge(lab(files={"context": hostile("context", arena, top=FORGE_OPS, edits=looped)}), ["context", "luong"])
     full_marks(forged, "luong")
     arena.assert_unharmed(forged.everything)
     assert forged.score("context") <= honest.score("context")
@@ -463,7 +509,8 @@ DETACHED = (("        return outputs, (h, c)\n", "        return outputs.detach(
 def test_forged_gradients_earn_no_gradient_points(lab, arena):
     honest = judge(lab(files={"encoder": hostile("encoder", arena, edits=DETACHED)}), ["encoder"])
     assert honest.score("encoder") == FULL["encoder"] - 2  # detached outputs cost exactly the gradient case
-    forged = judge(lab(files={"encoder": hostile("encoder", arena, top=FORGE_GRADS, edits=DETACHED)}), ["encoder", "context"])
+    forged = judge(lab(files={"encoder": hostile("encoder", arena, top=FORGE_GRADS, edits=DETACHED)}),
+                   ["encoder", "context"])
     full_marks(forged, "context")
     arena.assert_unharmed(forged.everything)
     assert forged.score("encoder") <= honest.score("encoder")
@@ -502,6 +549,7 @@ def test_a_thread_cannot_read_the_reference_or_the_cases_from_disk(lab, arena):
     '''
     g = judge(lab(files={"context": stealing_context(arena, steal)}), ["context", "luong"])
     assert g.score("context") == 0
+    only_wrong_values(g, "context")
     full_marks(g, "luong")
     arena.assert_unharmed(g.everything)
 
@@ -551,8 +599,9 @@ def test_a_thread_is_jailed_like_the_worker(lab, arena, what):
         def _quiet():
             try:
                 _attack()
-            except BaseException:
-                pass
+                print("thread attack ended: done")
+            except BaseException as e:
+                print("thread attack ended:", type(e).__name__)
 
         with ThreadPoolExecutor(2) as _pool:
             _pool.submit(_quiet).result()
@@ -564,6 +613,8 @@ def test_a_thread_is_jailed_like_the_worker(lab, arena, what):
     g = judge(lab(files={"context": hostile("context", arena, call=call)}), ["context", "luong"])
     full_marks(g, "context", "luong")  # every attack failed and the answer is the honest bmm
     assert "FORKED" not in g.output
+    ended = set(re.findall(r"thread attack ended: (\w+)", g.output))
+    assert ended and ended <= {"done", "PermissionError"}, ended  # blocked, not broken by a typo
     arena.assert_unharmed(g.everything)
 
 
@@ -676,6 +727,18 @@ def test_printed_fake_report_lines_stay_inside_the_printed_section(lab, arena, t
     assert len([ln for ln in lines if ln.startswith("\u2713")]) == 2  # the two real piece rows
     assert any(": :error" in ln for ln in lines)  # the prints are shown, escaped
     arena.assert_unharmed(g.everything)
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: report.to_text prints the 'not implemented yet' summary line without "
+                   "safe(): a student's NotImplementedError text puts raw ESC/OSC sequences and '::' in the table")
+def test_a_not_implemented_message_cannot_smuggle_escapes_into_the_table(lab, arena, tmp_path):
+    raise_ = ("    _payload()\n    raise NotImplementedError(\"piece 'context': write attention_context"
+              "\\x1b]0;pwned\\x07\\x1b[2K::error::all cases passed\")\n")
+    sub = lab(files={"context": hostile("context", arena, edits=((CONTEXT_SOLUTION, raise_),))})
+    g = run_cli(sub, ["context"], tmp_path)
+    assert g.score("context") == 0
+    arena.assert_unharmed(g.everything)
+    assert "\x1b" not in g.text and "\x07" not in g.text and "::" not in g.text, repr(g.text)
 
 
 NOISY_STUDENT = '''
@@ -795,6 +858,22 @@ def test_a_special_file_in_place_of_a_piece_costs_that_piece(lab, arena, make):
     arena.assert_unharmed(g.everything)
 
 
+@pytest.mark.xfail(strict=True, reason="HOLE: batch.unpack extracts every .py member of a zip in full before "
+                   "stage() applies its 1 MB limit, so a small zip can fill the grading machine's disk")
+def test_a_zip_bomb_is_not_unpacked_in_full(tmp_path):
+    bomb = tmp_path / "mallory.zip"
+    with zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("mallory/encoder.py", "#" + " " * (20 * 2**20))  # 20 MB of spaces: a 20 KB zip
+        zf.writestr("mallory/context.py", (REFERENCE / "context.py").read_text())
+    assert bomb.stat().st_size < 2**20
+    into = tmp_path / "into"
+    into.mkdir()
+    staged = batch_verb.unpack(bomb, into)
+    assert not (staged / "encoder.py").exists()  # stage refuses it, but only after it was written out in full
+    written = sum(p.stat().st_size for p in into.rglob("*") if p.is_file())
+    assert written <= 4 * 2**20, f"{written / 2**20:.0f} MB written to unpack a {bomb.stat().st_size // 1024} KB zip"
+
+
 # =====================================================================================================
 # 6. The seal key
 # =====================================================================================================
@@ -845,10 +924,12 @@ def test_the_seal_key_is_out_of_reach_of_graded_code(lab, arena, tmp_path, monke
 # =====================================================================================================
 
 EVAL_VIA_GRADER = {
-    "importing grader.evaluate at the top": ("from grader import evaluate as _trusted\nfrom grader import toy as _toy\n", '''
+    "importing grader.evaluate at the top": (
+        "from grader import evaluate as _trusted\nfrom grader import toy as _toy\n", '''
         return _trusted.batch_accuracy_by_length(model, _toy.Batch(src, src_mask, tgt))
     ''', 0),
-    "reaching grader.evaluate through grader.train and grader.toy": ("import grader.train as _train\nimport grader.toy as _toy\n", '''
+    "reaching grader.evaluate through grader.train and grader.toy": (
+        "import grader.train as _train\nimport grader.toy as _toy\n", '''
         import importlib
         _trusted = importlib.import_module(_train.__name__.rpartition(".")[0] + ".evaluate")
         return _trusted.batch_accuracy_by_length(model, _toy.Batch(src, src_mask, tgt))
@@ -909,9 +990,10 @@ def test_a_decoder_cannot_import_the_reference_decoder(lab, arena):
 # =====================================================================================================
 
 def test_a_constant_context_earns_no_no_loop_points(lab, arena):
-    zeros = "    _payload()\n    return encoder_outputs.new_zeros(alpha.size(0), encoder_outputs.size(-1))\n"
-    g = judge(lab(files={"context": hostile("context", arena, edits=((CONTEXT_SOLUTION, zeros),))}), ["context", "luong"])
+    src = hostile("context", arena, edits=((CONTEXT_SOLUTION, "    _payload()\n" + ZEROS),))
+    g = judge(lab(files={"context": src}), ["context", "luong"])
     assert g.score("context") == 0
+    only_wrong_values(g, "context")
     assert "test_it_runs_no_python_loop_over_positions" in g.messages("context")
     full_marks(g, "luong")
     arena.assert_unharmed(g.everything)
@@ -919,7 +1001,8 @@ def test_a_constant_context_earns_no_no_loop_points(lab, arena):
 
 def test_a_decoder_with_the_right_shapes_and_wrong_values_scores_nothing(lab, arena):
     wrong = (("        return logits, (h, c), alpha\n",
-              "        _payload()\n        return logits * 0, (h * 0, c * 0), torch.full_like(alpha, 1.0 / alpha.size(-1))\n"),)
+              "        _payload()\n"
+              "        return logits * 0, (h * 0, c * 0), torch.full_like(alpha, 1.0 / alpha.size(-1))\n"),)
     g = judge(lab(files={"decoder": hostile("decoder", arena, edits=wrong)}), ["decoder", "encoder"])
     assert g.score("decoder") == 0, g.messages("decoder")
     full_marks(g, "encoder")
@@ -1063,7 +1146,8 @@ def test_signal_handlers_and_alarms_in_the_worker_change_nothing(lab, arena):
         _signal.alarm(3600)
         _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGUSR2, _signal.SIGCHLD})
     '''
-    g = judge(lab(files={"context": hostile("context", arena, top=top, call="_payload()\n")}), ["context", "luong"], LOOSE)
+    src = hostile("context", arena, top=top, call="_payload()\n")
+    g = judge(lab(files={"context": src}), ["context", "luong"], LOOSE)
     full_marks(g, "context", "luong")
     arena.assert_unharmed(g.everything)
 
@@ -1184,6 +1268,39 @@ def test_a_piece_cannot_change_file_metadata(lab, arena, tmp_path):
     assert victim.read_text() == "untouched\n"
 
 
+ROOT_POWERS = '''
+    _payload()
+    import ctypes as _ctypes, errno as _errno, platform as _platform, socket as _socket
+    _libc = _ctypes.CDLL(None, use_errno=True)
+    _nr = {"x86_64": {"reboot": 169, "init_module": 175, "settimeofday": 164},
+           "aarch64": {"reboot": 142, "init_module": 105, "settimeofday": 170}}.get(_platform.machine(), {})
+    # each probe is harmless even where it is allowed: a wrong reboot magic, the same hostname, no new time,
+    # an empty module; EPERM means the jail refused it, anything else means the kernel would have obeyed
+    _name = _socket.gethostname().encode()
+    _probes = {"sethostname": lambda: _libc.sethostname(_name, len(_name))}
+    if _nr:  # raw syscalls: glibc's reboot() would pass the right magic, its settimeofday() would read a NULL time
+        _probes["reboot"] = lambda: _libc.syscall(_nr["reboot"], 0, 0, 0, 0)  # magic 0: EINVAL once CAP_SYS_BOOT passes
+        _probes["settimeofday"] = lambda: _libc.syscall(_nr["settimeofday"], None, None)  # no time, no zone: a no-op
+        _probes["init_module"] = lambda: _libc.syscall(_nr["init_module"], None, 0, b"")
+    for _name, _probe in _probes.items():
+        _ctypes.set_errno(0)
+        _rc = _probe()
+        _err = _ctypes.get_errno()
+        if not (_rc == -1 and _err == _errno.EPERM):
+            print("ROOT-POWER", _name, _rc, _errno.errorcode.get(_err, _err))
+'''
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: when the uid cannot be dropped (jail.py: interpreter not readable by "
+                   "nobody) the worker keeps every root capability, and seccomp does not filter reboot, sethostname, "
+                   "settimeofday, init_module and the like")
+def test_a_root_worker_holds_no_power_over_the_machine(lab, arena):
+    g = judge(lab(files={"context": hostile("context", arena, call=ROOT_POWERS)}), ["context", "luong"])
+    full_marks(g, "context", "luong")
+    arena.assert_unharmed(g.everything)
+    assert "ROOT-POWER" not in g.output, re.findall(r"ROOT-POWER .*", g.output)[:4]
+
+
 SIBLING_LEAK = '''
 import sys as _sys
 
@@ -1202,6 +1319,8 @@ while _f is not None:  # Worker.load holds every module it was sent: the referen
 @pytest.mark.xfail(strict=True, reason="HOLE: a worker is sent the reference's source of the pieces before its own "
                    "(remote.student_sources), so a later piece can print earlier pieces' solutions into the report")
 def test_a_later_piece_cannot_print_the_reference_of_an_earlier_one(lab, arena):
-    g = judge(lab(files={"context": hostile("context", arena, end=SIBLING_LEAK, call="_payload()\n")}), ["context", "luong"])
-    full_marks(g, "context", "luong")
-    arena.assert_unharmed(g.everything)
+    # the decoder's worker holds the reference's encoder, context, additive and luong: the table shows the last 8 lines
+    src = hostile("decoder", arena, end=SIBLING_LEAK, call="_payload()\n")
+    g = judge(lab(files={"decoder": src}), ["decoder", "encoder"])
+    full_marks(g, "decoder", "encoder")
+    arena.assert_unharmed(g.text)

@@ -1,6 +1,8 @@
 """Hidden cases for the `context` piece: attention_context."""
 from __future__ import annotations
 
+import ast
+
 import pytest
 import torch
 
@@ -13,6 +15,19 @@ pytestmark = pytest.mark.piece("context")
 def inputs(B: int, T: int, H: int, device: str = "cpu"):
     alpha = torch.softmax(torch.randn(B, T), dim=-1).to(device)  # (B, T)
     return alpha, torch.randn(B, T, H).to(device)
+
+
+def loop_in(source: str, name: str) -> int | None:
+    """The line of the first loop or comprehension in function `name` of `source`, if any."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name):
+        for node in ast.walk(fn):
+            if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+                return node.lineno
+    return None
 
 
 def context_of(sub, alpha, enc):
@@ -60,6 +75,9 @@ def test_it_runs_no_python_loop_over_positions(sub, ref):
     n_long = checks.call(sub.ops, sub.fn("attention_context"), *long, what="attention_context")
     if type(n_short) is not int or type(n_long) is not int:
         checks.fail("the grader could not count attention_context's tensor operations.")
+    loop = loop_in(sub.source, "attention_context")  # read here, in the judge: a worker's count can be forged
+    if loop:
+        checks.fail(f"attention_context has a Python loop (line {loop}): replace it with one batched product (torch.bmm).")
     if n_long > n_short:
         checks.fail(f"attention_context runs more tensor operations for longer sentences ({n_short} at T_src=4, "
                     f"{n_long} at T_src=32): replace the Python loop over positions with one batched product (torch.bmm).")

@@ -85,11 +85,14 @@ def test_gradients_reach_the_attention_parameters(sub, ref):
     run_step(m, *inputs, s, keep="out")
     checks.call(sub.backward, "out#0", what="backward through forward_step")
     grads = m.grads("attn.")
-    for name in (n for n, _ in r.named_parameters() if n.startswith("attn.")):
+    rl, _, _ = r.forward_step(inputs[0], (inputs[1], inputs[2]), inputs[3], inputs[4])
+    rl.square().sum().backward()  # the same loss through the reference step: its gradients are the answer
+    for name, p in ((n, p) for n, p in r.named_parameters() if n.startswith("attn.")):
         g = grads.get(name)
         if not isinstance(g, torch.Tensor) or not g.abs().sum() > 0:
             checks.fail(f"no gradient reaches {name}: keep the context in the graph (no .detach(), .item() or "
                         "torch.no_grad() on the way to the logits).")
+        checks.close(g, p.grad, f"the gradient of {name}", "Keep the context in the graph on the way to the logits.")
 
 
 def model_pair(sub, ref, s: util.Sizes, T_tgt: int):

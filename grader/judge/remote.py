@@ -131,6 +131,7 @@ class Worker:
         self.pid = reply["pid"]
         self.chan, self.fd, self.out = chan, chan.fileno(), r
         self.dead = False
+        self.busy = False
         self.jail: list[str] | None = None
 
     def _pump(self, fd: int, wait: float | None) -> None:
@@ -172,6 +173,7 @@ class Worker:
             wire.send(self.fd, req)
         except OSError:
             raise WorkerLost(self.kill()) from None
+        self.busy = True  # until its answer is in: a judge stopped meanwhile kills the worker, no grace
         asked = 0
         while True:
             reply = self.recv(deadline)
@@ -182,6 +184,7 @@ class Worker:
                 asked += 1
                 self._answer(reply, callbacks, asked)
                 continue
+            self.busy = False
             if reply.get("ok") is True:
                 try:
                     return wire.decode(reply.get("value"))
@@ -234,7 +237,7 @@ class Worker:
         """A normal end: close the channel, let the worker exit, collect the last prints."""
         if not self.dead:
             self.dead = True
-            self._wait(grace=2.0)
+            self._wait(grace=0.0 if self.busy else 2.0)
 
     def _drain(self) -> None:
         end = time.monotonic() + 0.5
@@ -297,29 +300,63 @@ class Handle:
         return self.sub.run({"cmd": "train", "name": self.name, "cfg": cfg, "steps": steps})
 
 
-class Submission:
-    """The student's file for one piece, loaded in a fresh jailed worker on first use (one per case)."""
+class Slot:
+    """The one worker of a piece: started on first use, kept for the piece's next case, replaced once it dies,
+    hangs or is stopped. A file that failed to import fails every later case with the same message."""
 
-    def __init__(self, server: WorkerServer, sources: list[tuple[str, str]], student: str, filename: str, seed: int,
-                 deadline: float, output: Output, memory_gb: float, cpu_seconds: int) -> None:
+    def __init__(self, server: WorkerServer, sources: list[tuple[str, str]], student: str, filename: str,
+                 output: Output, memory_gb: float, cpu_seconds: int) -> None:
         self.server, self.sources, self.student, self.filename = server, sources, student, filename
-        self.seed, self.deadline, self.output = seed, deadline, output
-        self.memory_gb, self.cpu_seconds = memory_gb, cpu_seconds
+        self.output, self.memory_gb, self.cpu_seconds = output, memory_gb, cpu_seconds
         self.worker: Worker | None = None
-        self.names = itertools.count()
-        self.callbacks: Callable | None = None
+        self.load_error: str | None = None
         self.jail: list[str] = []
 
-    def _worker(self) -> Worker:
-        if self.worker is None:
+    def get(self, deadline: float) -> Worker:
+        if self.load_error is not None:
+            raise LoadError(self.load_error)
+        if self.worker is None or self.worker.dead:
             self.worker = Worker(self.server, self.output, self.memory_gb, self.cpu_seconds)
-            self.jail = self.worker.hello(self.deadline)
+            self.jail = self.worker.hello(deadline)
             try:
                 self.worker.request({"cmd": "load", "modules": self.sources, "student": self.student,
-                                     "filename": self.filename, "seed": self.seed}, self.deadline)
+                                     "filename": self.filename, "seed": 0}, deadline)
             except RemoteError as e:
-                raise LoadError(import_message(self.filename, e)) from None
+                self.load_error = import_message(self.filename, e)
+                raise LoadError(self.load_error) from None
         return self.worker
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+
+
+class Submission:
+    """The student's file for one piece, as one case sees it: the piece's worker, reset and seeded for
+    this case on first use, answering before this case's deadline."""
+
+    def __init__(self, slot: Slot, seed: int, deadline: float) -> None:
+        self.slot, self.seed, self.deadline = slot, seed, deadline
+        self.sources = slot.sources
+        self.started = False
+        self.names = itertools.count()
+        self.callbacks: Callable | None = None
+
+    @property
+    def jail(self) -> list[str]:
+        return self.slot.jail
+
+    @property
+    def source(self) -> str:
+        """The student's file as the judge read it (the text the worker was sent)."""
+        return self.sources[-1][1]
+
+    def _worker(self) -> Worker:
+        worker = self.slot.get(self.deadline)
+        if not self.started:  # a clean slate for every case: nothing kept, the case's own seed
+            self.started = True
+            worker.request({"cmd": "reset", "seed": self.seed}, self.deadline)
+        return worker
 
     def run(self, req: dict, args: tuple = (), kwargs: dict | None = None) -> object:
         if args or kwargs:
@@ -348,8 +385,10 @@ class Submission:
         self.run({"cmd": "seed", "seed": seed})
 
     def close(self) -> None:
-        if self.worker is not None:
-            self.worker.close()
+        """The case is over: a worker still busy with it (stopped by a timeout) is killed, not reused."""
+        worker = self.slot.worker
+        if self.started and worker is not None and worker.busy:
+            worker.kill()
 
 
 class RemoteSeq2Seq:
@@ -388,19 +427,49 @@ class _Decoder:
         return self.handle.part("decoder").call("forward_step", *args, grad=False)
 
 
+def relative_imports(source: str) -> set[str]:
+    """The lab modules a file imports relatively (`from .additive import ...` -> {"additive"})."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                found.add(node.module.split(".")[0])
+            else:
+                found.update(a.name for a in node.names)
+    return found
+
+
 def student_sources(submission: Path, reference: Path | None, stem: str, order: list[str],
                     stubbed: bool = False) -> list[tuple[str, str]]:
-    """What a worker loads: the pieces `stem` may import (the reference's, or the student's own in public
-    mode; only their stubs where `stubbed`), then the student's file. Only regular files are read."""
+    """What a worker loads: the student's file for `stem` last, and before it, in dependency order, only
+    the lab modules it imports and what those import in turn: the reference's (their stubs where
+    `stubbed`), or the student's own in public mode. Only regular files are read."""
     from ..stubs import stub_source
 
-    out = []
-    for other in order[: order.index(stem)]:
-        base = reference if reference is not None else submission
-        path = base / f"{other}.py"
-        if path.is_file() and not path.is_symlink():
-            text = path.read_text(encoding="utf-8", errors="replace")
-            out.append((other, stub_source(text, other) if stubbed and reference is not None else text))
-    path = submission / f"{stem}.py"
-    out.append((stem, path.read_text(encoding="utf-8", errors="replace")))
-    return out
+    def read(path: Path) -> str | None:
+        if not path.is_file() or path.is_symlink():
+            return None
+        return path.read_text(encoding="utf-8", errors="replace")
+
+    base = reference if reference is not None else submission
+    own = read(submission / f"{stem}.py") or ""
+    earlier = order[: order.index(stem)]
+    texts: dict[str, str] = {}
+    todo = [m for m in relative_imports(own) if m in earlier]
+    while todo:
+        other = todo.pop()
+        if other in texts:
+            continue
+        text = read(base / f"{other}.py")
+        if text is None:
+            continue
+        texts[other] = text
+        todo += [m for m in relative_imports(text) if m in earlier]
+    out = [(m, stub_source(texts[m], m) if stubbed and reference is not None else texts[m]) for m in order if m in texts]
+    return out + [(stem, own)]

@@ -16,6 +16,24 @@ from pathlib import Path
 NOBODY = 65534
 CLONE_THREAD = 0x00010000
 CLONE_NEWNET = 0x40000000
+F_SETOWN, F_SETSIG, F_SETOWN_EX = 8, 10, 15
+FIOSETOWN, SIOCSPGRP = 0x8901, 0x8902
+# what model code never needs: new programs and processes, other processes' memory, scheduling and
+# limits, file metadata (Landlock does not govern it), and the machine's own settings
+REFUSED = (
+    "execve", "execveat", "fork", "vfork", "ptrace", "process_vm_readv", "process_vm_writev", "socket", "pidfd_open",
+    "pidfd_getfd", "pidfd_send_signal", "tkill", "kcmp", "setns", "unshare", "mount", "umount2", "pivot_root",
+    "chroot", "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
+    "setpriority", "sched_setscheduler", "sched_setparam", "sched_setattr", "ioprio_set", "migrate_pages",
+    "move_pages", "set_mempolicy_home_node",
+    "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime", "utimes",
+    "utimensat", "futimesat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
+    "mknod", "mknodat", "reboot", "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+    "sethostname", "setdomainname", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "swapon",
+    "swapoff", "acct", "quotactl", "iopl", "ioperm", "syslog", "vhangup", "name_to_handle_at", "open_by_handle_at",
+    "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups", "setfsuid", "setfsgid",
+    "capset", "personality",
+)
 
 
 @dataclass(frozen=True)
@@ -40,9 +58,11 @@ def apply(keep_fds: tuple[int, ...], limits: JailLimits, readable: list[str]) ->
         if _world_readable(sys.prefix):
             os.setgroups([])
             os.setresgid(NOBODY, NOBODY, NOBODY)
-            os.setresuid(NOBODY, NOBODY, NOBODY)
+            os.setresuid(NOBODY, NOBODY, NOBODY)  # leaves no capability behind
         else:
             missing.append("unprivileged uid (the interpreter is not readable by nobody)")
+            if not _drop_capabilities():  # still uid 0, but with none of root's powers
+                missing.append("capabilities")
     if not _landlock(readable):
         missing.append("landlock")
     if not _seccomp():
@@ -57,6 +77,24 @@ def _unshare_net() -> bool:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         return libc.unshare(CLONE_NEWNET) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _drop_capabilities() -> bool:
+    """Empty the bounding, effective, permitted and inheritable capability sets of this process."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        for cap in range(64):
+            libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP; past the last capability it just fails
+        libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
+        header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+        data = (ctypes.c_uint32 * 6)()  # two (effective, permitted, inheritable) triples, all zero
+        done = libc.syscall(126 if os.uname().machine == "x86_64" else 91, header, data) == 0  # capset
+        ctypes.set_errno(0)  # the landlock package reads errno, not just return values
+        return done
     except (OSError, AttributeError):
         return False
 
@@ -129,9 +167,7 @@ def _seccomp() -> bool:
     try:
         f = sc.SyscallFilter(defaction=sc.ALLOW)
         deny = sc.ERRNO(errno.EPERM)
-        for name in ("execve", "execveat", "ptrace", "process_vm_readv", "process_vm_writev", "socket",
-                     "pidfd_open", "pidfd_getfd", "setns", "unshare", "mount", "chroot", "bpf", "perf_event_open",
-                     "userfaultfd", "keyctl", "add_key", "request_key", "kcmp", "vfork", "fork"):
+        for name in REFUSED:
             try:
                 f.add_rule(deny, name)
             except (ValueError, OSError, RuntimeError):
@@ -141,8 +177,13 @@ def _seccomp() -> bool:
         me = os.getpid()
         for name in ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
             f.add_rule(deny, name, sc.Arg(0, sc.NE, me))
-        f.add_rule(deny, "tkill")  # addresses a thread id anywhere; tgkill covers our own threads
-        f.add_rule(deny, "pidfd_send_signal")
+        for name in ("prlimit64", "sched_setaffinity"):  # 0 is this process; any other pid is someone else's
+            f.add_rule(deny, name, sc.Arg(0, sc.NE, 0))
+        # an owner for SIGIO (and the signal it sends) would let a write signal any process
+        for cmd in (F_SETOWN, F_SETSIG, F_SETOWN_EX):
+            f.add_rule(deny, "fcntl", sc.Arg(1, sc.EQ, cmd))
+        for req in (FIOSETOWN, SIOCSPGRP):
+            f.add_rule(deny, "ioctl", sc.Arg(1, sc.EQ, req))
         f.load()  # libseccomp sets PR_SET_NO_NEW_PRIVS first
         return True
     except Exception:  # noqa: BLE001

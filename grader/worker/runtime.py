@@ -90,6 +90,13 @@ class Worker:
         if cmd == "seed":
             torch.manual_seed(req["seed"])
             return None
+        if cmd == "reset":  # a new case: drop what the last one built, seed as a fresh process would be
+            self.store.clear()
+            self.trainers.clear()
+            torch.manual_seed(req["seed"])
+            random.seed(req["seed"])
+            torch.set_num_threads(1)
+            return None
         if cmd == "new":
             cls = getattr(self.module, req["cls"])
             args, kwargs = self.args(req)

@@ -40,26 +40,29 @@ def _warm() -> list[str]:
 
 
 def readable_paths(root) -> list[str]:
-    """The interpreter, its libraries and system files; the lab's repository and temporary files are left out."""
-    lab = str(root.resolve())
-    out = {"/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/localtime", "/sys/devices/system/cpu",
-           "/proc/cpuinfo", "/proc/meminfo", "/dev/urandom"}
-    for entry in {sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path}:
-        if not entry or not os.path.isdir(entry):
-            continue
-        real = os.path.realpath(entry)
-        if real == lab or real.startswith(lab + os.sep) or lab.startswith(real + os.sep):
-            # a folder holding the lab (an editable install's parent): allow its other entries only
-            if lab.startswith(real + os.sep):
-                out.update(os.path.join(real, n) for n in os.listdir(real)
-                           if not lab.startswith(os.path.join(real, n)))
-            continue
-        if os.path.basename(real) in ("site-packages", "dist-packages"):
-            # an installed (non-editable) grader would carry its hidden cases: leave it out
-            out.update(os.path.join(real, n) for n in os.listdir(real) if n.split("-")[0] not in ("grader", "reference"))
-        else:
-            out.add(real)
-    return sorted(p for p in out if os.path.exists(p))
+    """The interpreter, its libraries and system files; never the lab's repository or an installed grader."""
+    import grader
+
+    forbidden = [os.path.realpath(root), os.path.realpath(os.path.dirname(grader.__file__))]
+    wanted = {"/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/localtime", "/sys/devices/system/cpu",
+              "/proc/cpuinfo", "/proc/meminfo", "/dev/urandom", sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path}
+    out: set[str] = set()
+    for entry in wanted:
+        if entry and os.path.exists(entry):
+            out.update(_without(os.path.realpath(entry), forbidden))
+    return sorted(out)
+
+
+def _without(path: str, forbidden: list[str]) -> list[str]:
+    """`path`, or, where it holds a forbidden folder, its other entries (recursively): Landlock only allows."""
+    if any(path == f or path.startswith(f + os.sep) for f in forbidden):
+        return []
+    if not any(f.startswith(path.rstrip(os.sep) + os.sep) for f in forbidden):
+        return [path]
+    out = []
+    for name in os.listdir(path):
+        out += _without(os.path.join(path, name), forbidden)
+    return out
 
 
 def _spawn(req: dict, fds: list[int], readable: list[str], control: int) -> int:

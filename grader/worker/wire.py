@@ -94,8 +94,8 @@ def encode(value: object, depth: int = 0) -> object:
     if type(value) is str:
         return value[:MAX_TEXT]
     if type(value) in PLAIN:
-        t = value.detach()
-        data = None if t.device.type == "meta" else t.cpu().clone().contiguous()
+        t = torch.Tensor.detach(value)  # the class's methods: an instance attribute named `detach` is ignored
+        data = None if t.device.type == "meta" else torch.Tensor.clone(torch.Tensor.cpu(t)).contiguous()
         return {"__kind__": "tensor", "device": t.device.type, "dtype": str(t.dtype).removeprefix("torch."),
                 "shape": list(t.shape), "data": data}
     if type(value) is tuple:

@@ -6,7 +6,6 @@ marks, that grading ends with a report, that nothing was written, spawned or sig
 file carries `_payload`, which tries all three against a marker under tmp_path and a sentinel
 `sleep`), and that no line of a hidden case or of the reference reaches the report.
 
-Cases marked xfail(strict=True) show a hole in the grader that is still open; their reason says which.
 """
 from __future__ import annotations
 
@@ -472,8 +471,6 @@ _rt.OpCounter.__torch_dispatch__ = lambda self, func, types, args=(), kwargs=Non
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: the op count of the no-loop case is computed and reported by the "
-                   "worker (runtime.OpCounter), so student code can patch it to 0")
 def test_a_forged_op_count_earns_no_no_loop_points(lab, arena):
     looped = ((CONTEXT_SOLUTION, LOOPED_CONTEXT),)
     honest = judge(lab(files={"context": hostile("context", arena, edits=looped)}), ["context"])
@@ -504,8 +501,6 @@ _rt.Worker.handle = _forged
 DETACHED = (("        return outputs, (h, c)\n", "        return outputs.detach(), (h, c)\n"),)
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: gradients are reported by the worker (the 'backward' and 'grads' "
-                   "commands) and the judge only checks they are non-zero, so student code can forge them")
 def test_forged_gradients_earn_no_gradient_points(lab, arena):
     honest = judge(lab(files={"encoder": hostile("encoder", arena, edits=DETACHED)}), ["encoder"])
     assert honest.score("encoder") == FULL["encoder"] - 2  # detached outputs cost exactly the gradient case
@@ -614,7 +609,7 @@ def test_a_thread_is_jailed_like_the_worker(lab, arena, what):
     full_marks(g, "context", "luong")  # every attack failed and the answer is the honest bmm
     assert "FORKED" not in g.output
     ended = set(re.findall(r"thread attack ended: (\w+)", g.output))
-    assert ended and ended <= {"done", "PermissionError"}, ended  # blocked, not broken by a typo
+    assert ended and ended <= {"done", "PermissionError", "OSError"}, ended  # blocked, not broken by a typo
     arena.assert_unharmed(g.everything)
 
 
@@ -729,8 +724,6 @@ def test_printed_fake_report_lines_stay_inside_the_printed_section(lab, arena, t
     arena.assert_unharmed(g.everything)
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: report.to_text prints the 'not implemented yet' summary line without "
-                   "safe(): a student's NotImplementedError text puts raw ESC/OSC sequences and '::' in the table")
 def test_a_not_implemented_message_cannot_smuggle_escapes_into_the_table(lab, arena, tmp_path):
     raise_ = ("    _payload()\n    raise NotImplementedError(\"piece 'context': write attention_context"
               "\\x1b]0;pwned\\x07\\x1b[2K::error::all cases passed\")\n")
@@ -784,8 +777,6 @@ except OSError:
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: seccomp does not filter fcntl(F_SETOWN/F_SETSIG) + O_ASYNC, so a worker "
-                   "can SIGKILL its own fork server and every later piece and student gets no worker")
 def test_a_piece_cannot_kill_the_worker_server_and_sink_the_next_students(lab, arena, tmp_path, monkeypatch):
     evil = lab(files={"context": hostile("context", arena, top=SERVER_KILL)})
     honest = [lab(), lab()]
@@ -841,10 +832,7 @@ def _folder(path: Path) -> None:
 @pytest.mark.parametrize("make", [
     pytest.param(_fifo, id="a FIFO"),
     pytest.param(_device, id="a device"),
-    pytest.param(_folder, id="a folder", marks=pytest.mark.xfail(
-        strict=True, raises=IsADirectoryError,
-        reason="HOLE: check.stage opens a folder named context.py (O_RDONLY succeeds on a directory) and "
-               "os.fdopen raises IsADirectoryError before the S_ISREG test: `grade` crashes with no report")),
+    pytest.param(_folder, id="a folder"),
 ])
 def test_a_special_file_in_place_of_a_piece_costs_that_piece(lab, arena, make):
     sub = lab()
@@ -858,8 +846,6 @@ def test_a_special_file_in_place_of_a_piece_costs_that_piece(lab, arena, make):
     arena.assert_unharmed(g.everything)
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: batch.unpack extracts every .py member of a zip in full before "
-                   "stage() applies its 1 MB limit, so a small zip can fill the grading machine's disk")
 def test_a_zip_bomb_is_not_unpacked_in_full(tmp_path):
     bomb = tmp_path / "mallory.zip"
     with zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED) as zf:
@@ -1206,8 +1192,6 @@ SIGIO_KILL = '''
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: fcntl F_SETOWN + F_SETSIG + O_ASYNC on a pipe lets the worker send "
-                   "SIGKILL to any process (jail.py's seccomp filter only looks at kill/tgkill/...)")
 def test_a_piece_cannot_signal_another_process_through_fcntl(lab, arena):
     g = judge(lab(files={"context": hostile("context", arena, call=SIGIO_KILL)}), ["context", "luong"])
     full_marks(g, "context", "luong")
@@ -1215,8 +1199,6 @@ def test_a_piece_cannot_signal_another_process_through_fcntl(lab, arena):
     arena.assert_unharmed(g.everything)
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: prlimit64, setpriority and sched_setaffinity on other pids are not "
-                   "filtered, so a worker can lower any process's limits (its fork server's, say) or renice it")
 def test_a_piece_cannot_change_another_processes_limits_or_priority(lab, arena):
     pid = arena.sentinel.pid
     before = (resource.prlimit(pid, resource.RLIMIT_NOFILE), resource.prlimit(pid, resource.RLIMIT_CPU),
@@ -1241,8 +1223,6 @@ def test_a_piece_cannot_change_another_processes_limits_or_priority(lab, arena):
     assert after == before
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: Landlock does not govern chmod/chown/utime/xattrs and seccomp does "
-                   "not filter them, so a worker can change the metadata of any file it can name")
 def test_a_piece_cannot_change_file_metadata(lab, arena, tmp_path):
     victim = tmp_path / "victim.txt"
     victim.write_text("untouched\n")
@@ -1291,9 +1271,6 @@ ROOT_POWERS = '''
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: when the uid cannot be dropped (jail.py: interpreter not readable by "
-                   "nobody) the worker keeps every root capability, and seccomp does not filter reboot, sethostname, "
-                   "settimeofday, init_module and the like")
 def test_a_root_worker_holds_no_power_over_the_machine(lab, arena):
     g = judge(lab(files={"context": hostile("context", arena, call=ROOT_POWERS)}), ["context", "luong"])
     full_marks(g, "context", "luong")
@@ -1316,10 +1293,8 @@ while _f is not None:  # Worker.load holds every module it was sent: the referen
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: a worker is sent the reference's source of the pieces before its own "
-                   "(remote.student_sources), so a later piece can print earlier pieces' solutions into the report")
 def test_a_later_piece_cannot_print_the_reference_of_an_earlier_one(lab, arena):
-    # the decoder's worker holds the reference's encoder, context, additive and luong: the table shows the last 8 lines
+    # the decoder's worker runs on the reference's encoder, context and additive; their text must be gone by then
     src = hostile("decoder", arena, end=SIBLING_LEAK, call="_payload()\n")
     g = judge(lab(files={"decoder": src}), ["decoder", "encoder"])
     full_marks(g, "decoder", "encoder")

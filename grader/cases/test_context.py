@@ -18,14 +18,16 @@ def inputs(B: int, T: int, H: int, device: str = "cpu"):
 
 
 def loop_in(source: str, name: str) -> int | None:
-    """The line of the first loop or comprehension in function `name` of `source`, if any."""
+    """The line of the first loop or comprehension in function `name` of `source` that touches its arguments."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return None
+    loops = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
     for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name):
+        params = {a.arg for a in fn.args.args}
         for node in ast.walk(fn):
-            if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            if isinstance(node, loops) and any(isinstance(n, ast.Name) and n.id in params for n in ast.walk(node)):
                 return node.lineno
     return None
 

@@ -37,7 +37,8 @@ class Worker:
         pkg.__path__ = []
         pkg.__package__ = SUB_PKG
         sys.modules[SUB_PKG] = pkg
-        for stem, source in modules:
+        for i, (stem, source) in enumerate(modules):
+            modules[i] = (stem, None)  # the text goes as soon as it is compiled: the student's code never sees it
             name = f"{SUB_PKG}.{stem}"
             path = filename if stem == student else f"<lab {stem}.py>"
             mod = types.ModuleType(name)
@@ -45,7 +46,9 @@ class Worker:
             sys.modules[name] = mod
             if stem == student:  # tracebacks and inspect see the student's own lines
                 linecache.cache[path] = (len(source), None, source.splitlines(True), path)
-            exec(compile(source, path, "exec"), mod.__dict__)  # noqa: S102 - this process exists to run it
+            code = compile(source, path, "exec")
+            del source
+            exec(code, mod.__dict__)  # noqa: S102 - this process exists to run it
             setattr(pkg, stem, mod)
             if stem == student:
                 self.module, self.filename = mod, path

@@ -212,7 +212,7 @@ def main() -> None:
                    for k, v in attn.items()]))
     w = worker_start()
     figures["worker_start"] = w
-    print(f"\n## A jailed worker per case: fork, jail, load the piece, close (median of 30)\n\n"
+    print(f"\n## A jailed worker (one per piece): fork, jail, load the piece, close (median of 30)\n\n"
           f"{w['seconds'] * 1000:.1f} ms; layers this machine lacks: {', '.join(w['missing']) or 'none'}")
     g = grading(args.repeats)
     figures["grade"] = g

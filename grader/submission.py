@@ -11,14 +11,8 @@ import sys
 import types
 from pathlib import Path
 
-from .pieces import PIECES
-
 SUB_PKG = "attnlab_submission"
 REF_PKG = "attnlab_reference"
-
-
-class SubmissionError(Exception):
-    """The submission's file for a piece is missing or failed to import; str() is the student message."""
 
 
 def _package(name: str, path: Path) -> types.ModuleType:

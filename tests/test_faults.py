@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import QUICK, grade_dict, scores
-from grader.pieces import PIECES
+from conftest import grade_dict, scores
 from grader.sandbox import Limits
 
 FWD = "    def forward(self, src: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:\n"

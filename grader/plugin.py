@@ -302,6 +302,8 @@ def explain(exc: BaseException, item: pytest.Item) -> str:
     text = str(exc).strip().splitlines()
     if (isinstance(exc, WorkerLost) and exc.timed_out) or (name == "Failed" and text and text[0].startswith("Timeout")):
         return f"timed out after {case_timeout(item):g} s: look for a loop that never ends"
+    if isinstance(exc, WorkerLost) and exc.server:
+        return f"the grader's worker server failed ({exc}); grade again, and report it if it persists"
     if isinstance(exc, WorkerLost):
         return f"your code {exc}: the process running it ended before answering"
     return f"the grader could not run this case ({name}: {(text[0] if text else '')[:200]}); please report it"

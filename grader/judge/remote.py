@@ -41,9 +41,10 @@ class RemoteError(Exception):
 class WorkerLost(Exception):
     """The worker died, hung past the deadline or sent something that is not data; str() says which."""
 
-    def __init__(self, message: str, timed_out: bool = False) -> None:
+    def __init__(self, message: str, timed_out: bool = False, server: bool = False) -> None:
         super().__init__(message)
         self.timed_out = timed_out
+        self.server = server  # the workers' fork server failed, not the student's code
 
 
 def signal_name(num: int) -> str:
@@ -74,20 +75,26 @@ class WorkerServer:
 
     def ask(self, req: dict, fds: list[int] = (), timeout: float = 120.0) -> dict:
         req = {**req, "id": next(self.ids)}
-        socket.send_fds(self.sock, [(json.dumps(req) + "\n").encode()], list(fds))
+        try:
+            socket.send_fds(self.sock, [(json.dumps(req) + "\n").encode()], list(fds))
+        except OSError as e:
+            raise WorkerLost(f"the worker server is gone ({e.strerror})", server=True) from None
         end = time.monotonic() + timeout
         while True:
             while b"\n" not in self.buf:
                 wait = end - time.monotonic()
                 if wait <= 0 or not select.select([self.sock], [], [], wait)[0]:
-                    raise WorkerLost("the worker server did not answer; is the machine overloaded?")
+                    raise WorkerLost("the worker server did not answer; is the machine overloaded?", server=True)
                 chunk = self.sock.recv(65536)
                 if not chunk:
-                    raise WorkerLost("the worker server exited")
+                    raise WorkerLost("the worker server exited", server=True)
                 self.buf += chunk
             line, _, self.buf = self.buf.partition(b"\n")
-            reply = json.loads(line)
-            if reply.get("id") == req["id"]:  # an answer meant for a judge that was stopped is dropped
+            try:
+                reply = json.loads(line)
+            except ValueError:
+                continue  # the tail of an answer to a judge that was stopped mid-read
+            if isinstance(reply, dict) and reply.get("id") == req["id"]:  # other judges' answers are dropped
                 return reply
 
     def close(self) -> None:
@@ -152,8 +159,8 @@ class Worker:
         except wire.Deadline:
             self.kill()
             raise WorkerLost("timed out", timed_out=True) from None
-        except wire.Closed:
-            raise WorkerLost(self.kill()) from None
+        except wire.Closed:  # it is ending: give it a moment to say how
+            raise WorkerLost(self.kill(grace=0.5)) from None
         except wire.WireError as e:
             self.kill()
             raise WorkerLost(f"sent {e}") from None
@@ -214,12 +221,12 @@ class Worker:
         except OSError:
             pass  # the next recv reports the closed worker
 
-    def kill(self) -> str:
-        """End the worker now; returns how it ended, for the student."""
+    def kill(self, grace: float = 0.0) -> str:
+        """End the worker (after `grace` seconds); returns how it ended, for the student."""
         if self.dead:
             return "is gone"
         self.dead = True
-        status = self._wait(grace=0.0)
+        status = self._wait(grace)
         if status is None or status == -signal.SIGKILL:
             return "was stopped"
         return describe_exit(status)

@@ -20,12 +20,13 @@ def release(tmp_path_factory) -> tuple[Path, bytes]:
     return student(tmp_path_factory.mktemp("rel") / "lab")
 
 
-def grade_in(rel: Path, *args: str, key: bytes | None = None) -> subprocess.CompletedProcess:
+def grade_in(rel: Path, *args: str, key: bytes | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "ATTNLAB_SEAL_KEY"}
     env["PYTHONPATH"] = str(rel)
     if key:
         env["ATTNLAB_SEAL_KEY"] = key.decode()
-    return subprocess.run([sys.executable, "-m", "grader", *args], cwd=rel, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "grader", *args], cwd=rel, env=env, capture_output=True, text=True,
+                          timeout=300, input=stdin)
 
 
 def test_the_release_holds_no_reference_and_no_case_source(release):
@@ -59,3 +60,12 @@ def test_a_wrong_key_is_a_usage_error(release):
     rel, _ = release
     done = grade_in(rel, "--submission", "exercises", key=b"x" * 44)
     assert done.returncode == 2 and "does not open grader/sealed.bin" in done.stdout + done.stderr
+
+
+def test_the_key_can_come_on_standard_input_as_the_workflow_passes_it(release):
+    rel, key = release
+    done = grade_in(rel, "context", "--quick", "--format", "json", "--seal-key-file", "-", "--submission",
+                    str(ROOT / "reference"), stdin=key.decode())
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["score"] == report["max_score"] == 9  # the sealed cases, not the public check

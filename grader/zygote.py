@@ -72,6 +72,16 @@ def _child(req: dict) -> None:
 WORKERS = -1  # the descriptor of the workers' fork server, inherited by every judge
 
 
+def _reset_workers() -> None:
+    """Kill whatever workers the judge that just ended left (one stopped at its time limit cannot close them)."""
+    from .judge.remote import WorkerLost, WorkerServer
+
+    try:
+        WorkerServer(os.dup(WORKERS)).ask({"op": "reset"}, timeout=30)
+    except (WorkerLost, OSError):
+        pass
+
+
 def serve() -> None:
     global WORKERS
     import socket
@@ -92,6 +102,7 @@ def serve() -> None:
             _child(req)
         reply.write(json.dumps({"pid": pid}) + "\n")
         _, status = os.waitpid(pid, 0)
+        _reset_workers()
         code = os.waitstatus_to_exitcode(status)
         reply.write(json.dumps({"pid": pid, "status": code}) + "\n")
 

@@ -1299,3 +1299,195 @@ def test_a_later_piece_cannot_print_the_reference_of_an_earlier_one(lab, arena):
     g = judge(lab(files={"decoder": src}), ["decoder", "encoder"])
     full_marks(g, "decoder", "encoder")
     arena.assert_unharmed(g.text)
+
+
+# =====================================================================================================
+# A second pass: io_uring, property cases that pay constant answers, the evaluation piece's callbacks
+# =====================================================================================================
+
+URING_SOCKET = '''
+    _payload()
+
+    def _uring_socket(family, stype):
+        """A socket made by io_uring (IORING_OP_SOCKET), never by the socket() syscall: its fd, or -errno."""
+        import ctypes, mmap
+        libc = ctypes.CDLL(None, use_errno=True)
+
+        def _off(names):
+            return [(n, ctypes.c_uint32) for n in names] + [("user_addr", ctypes.c_uint64)]
+
+        class SqOff(ctypes.Structure):
+            _fields_ = _off(("head", "tail", "ring_mask", "ring_entries", "flags", "dropped", "array", "resv1"))
+
+        class CqOff(ctypes.Structure):
+            _fields_ = _off(("head", "tail", "ring_mask", "ring_entries", "overflow", "cqes", "flags", "resv1"))
+
+        class Params(ctypes.Structure):
+            _fields_ = [("sq_entries", ctypes.c_uint32), ("cq_entries", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+                        ("sq_thread_cpu", ctypes.c_uint32), ("sq_thread_idle", ctypes.c_uint32),
+                        ("features", ctypes.c_uint32), ("wq_fd", ctypes.c_uint32), ("resv", ctypes.c_uint32 * 3),
+                        ("sq_off", SqOff), ("cq_off", CqOff)]
+
+        p = Params()
+        ring = libc.syscall(425, 4, ctypes.byref(p))  # io_uring_setup (the same number on x86_64 and aarch64)
+        if ring < 0:
+            return -ctypes.get_errno()
+        rw = mmap.PROT_READ | mmap.PROT_WRITE
+        sq = mmap.mmap(ring, p.sq_off.array + p.sq_entries * 4, mmap.MAP_SHARED, rw, offset=0)
+        cq = mmap.mmap(ring, p.cq_off.cqes + p.cq_entries * 16, mmap.MAP_SHARED, rw, offset=0x8000000)
+        sqes = mmap.mmap(ring, p.sq_entries * 64, mmap.MAP_SHARED, rw, offset=0x10000000)
+        u32 = lambda m, off: ctypes.c_uint32.from_buffer(m, off)
+        sqe = bytearray(64)
+        sqe[0] = 45  # IORING_OP_SOCKET
+        sqe[4:8] = family.to_bytes(4, "little")  # the fd field holds the domain
+        sqe[8:16] = stype.to_bytes(8, "little")  # the off field holds the type
+        sqes[0:64] = bytes(sqe)
+        tail = u32(sq, p.sq_off.tail)
+        u32(sq, p.sq_off.array + 4 * (tail.value & u32(sq, p.sq_off.ring_mask).value)).value = 0
+        tail.value += 1
+        libc.syscall(426, ring, 1, 1, 1, None, 0)  # io_uring_enter, waiting for the completion
+        head = u32(cq, p.cq_off.head).value
+        return ctypes.c_int32.from_buffer(cq, p.cq_off.cqes + 16 * (head & u32(cq, p.cq_off.ring_mask).value) + 8).value
+
+    import socket as _socket
+    for _family, _type in ((_socket.AF_UNIX, _socket.SOCK_STREAM), (_socket.AF_INET, _socket.SOCK_STREAM)):
+        try:
+            _fd = _uring_socket(int(_family), int(_type))
+        except Exception as _e:
+            _fd = repr(_e)
+        if isinstance(_fd, int) and _fd >= 0:
+            print("SOCKET-OPENED", _family.name, _fd)
+            _os.close(_fd)
+'''
+
+
+def test_io_uring_cannot_make_a_socket_in_the_worker(lab, arena):
+    # as root the worker's network namespace leaves the socket nothing to reach; run as a user (a Classroom
+    # runner) there is no namespace, and only the socket() rule stood between the worker and the network
+    g = judge(lab(files={"context": hostile("context", arena, call=URING_SOCKET)}), ["context"])
+    full_marks(g, "context")
+    arena.assert_unharmed(g.everything)
+    assert "SOCKET-OPENED" not in g.output, re.findall(r"SOCKET-OPENED .*", g.output)[:2]
+
+
+ADDITIVE_SOLUTION_END = "        return context, alpha\n"
+
+
+def test_a_constant_additive_attention_earns_no_pad_noise_points(lab, arena):
+    zeros = "        _payload()\n        return encoder_outputs.new_zeros(encoder_outputs.shape[::2]), " \
+            "encoder_outputs.new_zeros(encoder_outputs.shape[:2])\n"
+    ref = (REFERENCE / "additive.py").read_text()
+    body = ref[ref.index("        ### BEGIN SOLUTION"):ref.index("        ### END SOLUTION")]
+    g = judge(lab(files={"additive": hostile("additive", arena, edits=((body, zeros),))}), ["additive"])
+    arena.assert_unharmed(g.everything)
+    assert g.score("additive") == 0, g.messages("additive")
+
+
+HELPER_LOOP = """    return _weighted(alpha, encoder_outputs)
+
+
+def _weighted(a, e):
+    out = e.new_zeros(a.size(0), e.size(-1))
+    for i in range(a.size(1)):  # a Python loop over positions, in a helper the judge's AST check never reads
+        out = out + a[:, i, None] * e[:, i]
+    return out
+"""
+
+
+def test_a_loop_in_a_helper_with_a_forged_op_count_earns_no_no_loop_points(lab, arena):
+    src = hostile("context", arena, top=FORGE_OPS, call="_payload()\n", edits=((CONTEXT_SOLUTION, HELPER_LOOP),))
+    g = judge(lab(files={"context": src}), ["context"])
+    arena.assert_unharmed(g.everything)
+    assert "test_it_runs_no_python_loop_over_positions" in g.messages("context")
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[1] == str(pid) and fields[0] != "Z":
+            found.add(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_piece_stopped_at_its_time_limit_leaves_no_worker_behind(lab, arena):
+    zygote, servers, end = shared_zygote(), [], time.monotonic() + 60
+    while not servers and time.monotonic() < end:  # a zygote just started may not have started its server yet
+        servers = [p for p in _children(zygote.proc.pid)
+                   if b"grader.worker.server" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        time.sleep(0.05)
+    assert len(servers) == 1
+    before = _children(servers[0])
+    call = "_payload()\nimport time as _time\n_time.sleep(10**6)  # no CPU spent: RLIMIT_CPU never ends it\n"
+    src = hostile("context", arena, call=call)
+    g = judge(lab(files={"context": src}), ["context"], Limits(case_timeout=60, piece_timeout=3, memory_gb=4, quick=True))
+    assert g.score("context") == 0
+    time.sleep(1.0)
+    left = _children(servers[0]) - before
+    for pid in left:  # the workers this test left behind, by id
+        os.kill(pid, 9)
+    arena.assert_unharmed(g.everything)
+    assert not left, f"{len(left)} worker(s) still running after their piece was stopped"
+
+
+ODD_QUESTIONS = '''
+import sys as _sys
+
+_wire = _sys.modules["grader.worker.wire"]
+
+
+def _nest(x, n):
+    for _ in range(n):
+        x = (x,)
+    return x
+
+
+def _odd_questions(model, src, src_mask):
+    """Ask the judge's model everything a well-behaved greedy decode never would; every answer must be a refusal
+    or a value, never a judge that crashes, hangs or changes its model."""
+    B = src.size(0)
+    big = torch.ones(2**20, dtype=torch.long)
+    state = (torch.zeros(B, 1), torch.zeros(B, 1))
+    for ask in (
+        lambda: model.encoder(big[None]),
+        lambda: model.encoder(src.neg()),
+        lambda: model.encoder(torch.full_like(src, 2**62)),
+        lambda: model.encoder(src.float()),
+        lambda: model.encoder(src.to(torch.complex64)),
+        lambda: model.encoder(src.to("meta")),
+        lambda: model.encoder(_nest(src, 40)),
+        lambda: model.encoder("src", None, True, 2**70, float("nan")),
+        lambda: model.encoder(src, **{"x" * 5000: 1}),
+        lambda: model.decoder.forward_step(src[:, :1], state, object(), src_mask),
+        lambda: model.decoder.forward_step(src[:, :1], [big, big], big, src_mask),
+        lambda: model(src, src_mask, src, teacher_forcing_ratio=0.0),
+        lambda: model(src, src_mask, torch.ones(1, 2**16, dtype=torch.long)[:, :300].expand(B, 300).contiguous()),
+    ):
+        try:
+            ask()
+        except Exception:
+            pass
+    for frame in ({"callback": "forward", "args": [1, 2], "kwargs": 5},
+                  {"callback": "nothing", "args": {"__kind__": "list", "items": []}},
+                  {"callback": ["not", "a", "name"]}):
+        _wire.send(3, frame)  # straight onto the socket, past RemoteModel
+        _wire.recv(3, trusted=True)
+    for _ in range(300):
+        model.encoder(src[:1, :1])
+'''
+
+
+def test_odd_questions_to_the_judges_model_cost_nothing(lab, arena):
+    """The evaluation piece's callbacks: wrong dtypes, huge and negative ids, deep nesting, non-tensors, raw frames."""
+    ref = (REFERENCE / "evaluation.py").read_text()
+    first = "    ### BEGIN SOLUTION\n    enc_outputs, (h, c) = model.encoder(src)\n"
+    assert first in ref
+    src = hostile("evaluation", arena, top=ODD_QUESTIONS,
+                  edits=((first, "    _payload()\n    _odd_questions(model, src, src_mask)\n" + first),))
+    g = judge(lab(files={"evaluation": src}), ["evaluation"])
+    full_marks(g, "evaluation")
+    arena.assert_unharmed(g.everything)

@@ -39,6 +39,12 @@ def check_alpha(alpha, mask):
         checks.fail("the rows of alpha do not sum to 1: take the softmax over the source positions (the last dimension).")
 
 
+def right_values(context, alpha, ref_context, ref_alpha) -> None:
+    """A property case pays only when the values are right too."""
+    checks.close(alpha, ref_alpha, "alpha", "See the case that matches the reference on random weights.")
+    checks.close(context, ref_context, "context", "See the case that matches the reference on random weights.")
+
+
 @pytest.mark.points(3)
 def test_the_lessons_worked_example(sub, ref):
     m = util.build(sub, "BahdanauAttention", 2)
@@ -89,17 +95,19 @@ def test_it_handles_edge_sizes(sub, ref, s):
 @pytest.mark.points(2)
 def test_pad_weights_are_exactly_zero_and_rows_sum_to_one(sub, ref):
     s = util.MAIN
-    m, _ = pair_of(sub, ref, s.H)
+    m, r = pair_of(sub, ref, s.H)
     n = util.lengths(s)
     mask = util.mask_for(n, s.T)
-    _, alpha = attend(m, torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H), mask, s.B, s.T, s.H)
+    enc, s_prev = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
+    context, alpha = attend(m, enc, s_prev, mask, s.B, s.T, s.H)
     check_alpha(alpha, mask)
+    right_values(context, alpha, *r(enc, s_prev, mask))
 
 
 @pytest.mark.points(2)
 def test_noise_written_into_pads_leaves_the_context_unchanged(sub, ref):
     s = util.MAIN
-    m, _ = pair_of(sub, ref, s.H)
+    m, r = pair_of(sub, ref, s.H)
     n = util.lengths(s)
     mask = util.mask_for(n, s.T)
     enc, s_prev = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
@@ -107,6 +115,7 @@ def test_noise_written_into_pads_leaves_the_context_unchanged(sub, ref):
     context, alpha = attend(m, enc, s_prev, mask, s.B, s.T, s.H)
     if alpha.isnan().any():
         checks.fail("alpha contains NaN. " + POLARITY)
+    right_values(context, alpha, *r(enc, s_prev, mask))
     context2, _ = attend(m, noisy, s_prev, mask, s.B, s.T, s.H)
     checks.close(context2, context, "the context with noise written into the pad states",
                  "Pad positions must get exactly zero weight, whatever the encoder wrote there.")

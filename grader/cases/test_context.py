@@ -18,18 +18,59 @@ def inputs(B: int, T: int, H: int, device: str = "cpu"):
 
 
 def loop_in(source: str, name: str) -> int | None:
-    """The line of the first loop or comprehension in function `name` of `source` that touches its arguments."""
+    """The line of the first loop or comprehension that runs over function `name`'s inputs (its arguments, or
+    values computed from them), there or in a function of the same file it hands them to, however deep."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return None
-    loops = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-    for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name):
-        params = {a.arg for a in fn.args.args}
-        for node in ast.walk(fn):
-            if isinstance(node, loops) and any(isinstance(n, ast.Name) and n.id in params for n in ast.walk(node)):
-                return node.lineno
+    functions = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if name not in functions:
+        return None
+    todo, seen = [(name, frozenset(_params(functions[name])))], set()
+    while todo:
+        fn_name, inputs = todo.pop()
+        if (fn_name, inputs) in seen:
+            continue
+        seen.add((fn_name, inputs))
+        line, calls = _loops_over(functions[fn_name], set(inputs), functions)
+        if line is not None:
+            return line
+        todo += calls
     return None
+
+
+def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    return [a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]]
+
+
+def _loops_over(fn, tainted: set[str], functions: dict) -> tuple[int | None, list]:
+    """The first loop over `tainted` names in `fn`, and the (helper, tainted parameters) it passes them to."""
+
+    def uses(node: ast.AST | None) -> bool:
+        return node is not None and any(isinstance(n, ast.Name) and n.id in tainted for n in ast.walk(node))
+
+    for _ in range(3):  # names computed from the inputs (n = alpha.size(1)) are inputs too
+        for node in ast.walk(fn):
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.NamedExpr)) and uses(node.value):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                tainted.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    calls = []
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.For, ast.AsyncFor)) and uses(node.iter):
+            return node.lineno, []
+        if isinstance(node, ast.While) and uses(node.test):
+            return node.lineno, []
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)) and any(
+                uses(g.iter) for g in node.generators):
+            return node.lineno, []
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions:
+            params = _params(functions[node.func.id])
+            passed = {params[i] for i, a in enumerate(node.args) if i < len(params) and uses(a)}
+            passed |= {k.arg for k in node.keywords if k.arg in params and uses(k.value)}
+            if passed:
+                calls.append((node.func.id, frozenset(passed)))
+    return None, calls
 
 
 def context_of(sub, alpha, enc):

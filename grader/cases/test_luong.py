@@ -6,7 +6,7 @@ import torch
 
 from grader import checks
 from . import util
-from .test_additive import POLARITY, check_alpha
+from .test_additive import POLARITY, check_alpha, right_values
 
 pytestmark = pytest.mark.piece("luong")
 
@@ -44,6 +44,7 @@ def test_pads_get_exactly_zero_weight(sub, ref):
     enc, q = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
     context, alpha = attend(sub, enc, q, mask)
     check_alpha(alpha, mask)
+    right_values(context, alpha, *ref.luong.LuongDotAttention()(enc, q, mask))
     noisy = torch.where(mask[..., None], enc, 100 * torch.randn(s.B, s.T, s.H))
     checks.close(attend(sub, noisy, q, mask)[0], context, "the context with noise written into the pad states",
                  "Pad positions must get exactly zero weight. " + POLARITY)

@@ -161,9 +161,9 @@ class Worker:
             raise WorkerLost("timed out", timed_out=True) from None
         except wire.Closed:  # it is ending: give it a moment to say how
             raise WorkerLost(self.kill(grace=0.5)) from None
-        except wire.WireError as e:
+        except (wire.WireError, MemoryError) as e:
             self.kill()
-            raise WorkerLost(f"sent {e}") from None
+            raise WorkerLost(f"sent {e or 'an answer too large to open'}") from None
 
     def hello(self, deadline: float) -> list[str]:
         if self.jail is None:
@@ -195,7 +195,7 @@ class Worker:
             if reply.get("ok") is True:
                 try:
                     return wire.decode(reply.get("value"))
-                except wire.WireError as e:
+                except (wire.WireError, MemoryError) as e:
                     self.kill()
                     raise WorkerLost(f"sent {e}") from None
             err = reply.get("error")

@@ -19,7 +19,8 @@ CLONE_NEWNET = 0x40000000
 F_SETOWN, F_SETSIG, F_SETOWN_EX = 8, 10, 15
 FIOSETOWN, SIOCSPGRP = 0x8901, 0x8902
 # what model code never needs: new programs and processes, other processes' memory, scheduling and
-# limits, file metadata (Landlock does not govern it), and the machine's own settings
+# limits, file metadata (Landlock does not govern it), the machine's own settings, and io_uring (whose
+# operations, sockets included, seccomp cannot see)
 REFUSED = (
     "execve", "execveat", "fork", "vfork", "ptrace", "process_vm_readv", "process_vm_writev", "socket", "pidfd_open",
     "pidfd_getfd", "pidfd_send_signal", "tkill", "kcmp", "setns", "unshare", "mount", "umount2", "pivot_root",
@@ -32,7 +33,7 @@ REFUSED = (
     "sethostname", "setdomainname", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "swapon",
     "swapoff", "acct", "quotactl", "iopl", "ioperm", "syslog", "vhangup", "name_to_handle_at", "open_by_handle_at",
     "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups", "setfsuid", "setfsgid",
-    "capset", "personality",
+    "capset", "personality", "io_uring_setup", "io_uring_enter", "io_uring_register",
 )
 
 

@@ -126,8 +126,15 @@ class Opaque:
         return f"<{self.type_name}>"
 
 
-def decode(obj: object, refs=None, depth: int = 0) -> object:
+MAX_NODES = 100_000  # values one answer may rebuild: shared references cannot unfold into an exponential tree
+
+
+def decode(obj: object, refs=None, depth: int = 0, budget: list[int] | None = None) -> object:
     """Rebuild a value from its plain-data form, checking every tag; anything malformed raises WireError."""
+    budget = budget if budget is not None else [MAX_NODES]
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise WireError("an answer with too many values")
     if depth > 20:
         raise WireError("nested too deeply")
     if obj is None or type(obj) in (bool, int, float, str):
@@ -141,7 +148,7 @@ def decode(obj: object, refs=None, depth: int = 0) -> object:
         items = obj.get("items")
         if type(items) is not list:
             raise WireError("a sequence without items")
-        out = [decode(v, refs, depth + 1) for v in items]
+        out = [decode(v, refs, depth + 1, budget) for v in items]
         return tuple(out) if kind == "tuple" else out
     if kind == "dict":
         items = obj.get("items")
@@ -149,10 +156,10 @@ def decode(obj: object, refs=None, depth: int = 0) -> object:
             raise WireError("a dict without pairs")
         out = {}
         for k, v in items:
-            key = decode(k, refs, depth + 1)
+            key = decode(k, refs, depth + 1, budget)
             if key is not None and type(key) not in (bool, int, float, str):
                 raise WireError("a dict key that is not a number or a string")
-            out[key] = decode(v, refs, depth + 1)
+            out[key] = decode(v, refs, depth + 1, budget)
         return out
     if kind == "object":
         return Opaque(str(obj.get("type", "?"))[:100])

@@ -147,6 +147,11 @@ def hostile(piece: str, arena: Arena, *, top: str = "", call: str = "", end: str
     return text
 
 
+def each_refused(*attempts: str) -> str:
+    """A `call` that runs the payload, then tries each statement in turn, going on past the jail's OSError."""
+    return "_payload()\n" + "".join(f"try:\n    {a}\nexcept OSError:\n    pass\n" for a in attempts)
+
+
 def stealing_context(arena: Arena, steal: str, top: str = "") -> str:
     """A context.py whose answer is whatever `_steal(alpha, encoder_outputs)` finds, else zeros (worth nothing)."""
     body = "    _payload()\n    got = _steal(alpha, encoder_outputs)\n    if got is not None:\n        return got\n" + ZEROS
@@ -1203,18 +1208,9 @@ def test_a_piece_cannot_change_another_processes_limits_or_priority(lab, arena):
     pid = arena.sentinel.pid
     before = (resource.prlimit(pid, resource.RLIMIT_NOFILE), resource.prlimit(pid, resource.RLIMIT_CPU),
               os.getpriority(os.PRIO_PROCESS, pid), os.sched_getaffinity(pid))
-    call = '''
-        _payload()
-        import resource as _resource
-        for _try in (lambda: _resource.prlimit(SENTINEL, _resource.RLIMIT_NOFILE, (3, 3)),
-                     lambda: _resource.prlimit(SENTINEL, _resource.RLIMIT_CPU, (1, 1)),
-                     lambda: _os.setpriority(_os.PRIO_PROCESS, SENTINEL, 19),
-                     lambda: _os.sched_setaffinity(SENTINEL, {0})):
-            try:
-                _try()
-            except OSError:
-                pass
-    '''
+    call = "import resource as _resource\n" + each_refused(
+        "_resource.prlimit(SENTINEL, _resource.RLIMIT_NOFILE, (3, 3))", "_resource.prlimit(SENTINEL, _resource.RLIMIT_CPU, (1, 1))",
+        "_os.setpriority(_os.PRIO_PROCESS, SENTINEL, 19)", "_os.sched_setaffinity(SENTINEL, {0})")
     g = judge(lab(files={"context": hostile("context", arena, call=call)}), ["context", "luong"])
     full_marks(g, "context", "luong")
     arena.assert_unharmed(g.everything)
@@ -1229,16 +1225,8 @@ def test_a_piece_cannot_change_file_metadata(lab, arena, tmp_path):
     victim.chmod(0o640)
     os.utime(victim, (1_000_000_000, 1_000_000_000))
     before = victim.stat()
-    call = f'''
-        _payload()
-        for _try in (lambda: _os.chmod({str(victim)!r}, 0o777), lambda: _os.utime({str(victim)!r}, (0, 0)),
-                     lambda: _os.chown({str(victim)!r}, 65534, 65534),
-                     lambda: _os.setxattr({str(victim)!r}, "user.pwned", b"1")):
-            try:
-                _try()
-            except OSError:
-                pass
-    '''
+    call = each_refused(f"_os.chmod({str(victim)!r}, 0o777)", f"_os.utime({str(victim)!r}, (0, 0))",
+                        f"_os.chown({str(victim)!r}, 65534, 65534)", f"_os.setxattr({str(victim)!r}, 'user.pwned', b'1')")
     g = judge(lab(files={"context": hostile("context", arena, call=call)}), ["context", "luong"])
     full_marks(g, "context", "luong")
     arena.assert_unharmed(g.everything)

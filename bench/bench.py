@@ -1,6 +1,6 @@
 """Benchmark the lab on this machine: time-to-accuracy, the length curve, step cost and grading time.
 
-    python bench/bench.py              # everything (about 8 minutes on 2 cores)
+    python bench/bench.py              # everything (about 10 minutes on 2 cores)
     python bench/bench.py --skip-train # only step cost, grading time and batch rate
 
 Prints one markdown table per figure; nothing here is asserted (tests stay free of wall-clock checks).
@@ -30,6 +30,40 @@ from grader.sandbox import Limits  # noqa: E402
 from grader.submission import load_reference  # noqa: E402
 
 LENGTHS = (1, 5, 10, 15, 20, 30, 40)
+
+
+def calibration(repeats: int = 50) -> dict:
+    """Micro-timings that place this CPU among others (one thread): figures from two machines compare
+    through these, e.g. a 2-core AVX2 runner pays about 3.5 times a fast CPU for a training step."""
+    torch.set_num_threads(1)
+    x = torch.randn(32, 25, 64)
+    a, b = torch.randn(32, 128), torch.randn(128, 256)
+    big = torch.randn(256, 256)
+
+    def us(fn, n: int = repeats) -> float:
+        fn()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        return (time.perf_counter() - t0) / n * 1e6
+
+    mm256 = us(lambda: big @ big, 20)
+    flags = set()
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and cpu == "unknown CPU":
+                cpu = line.split(":", 1)[1].strip()
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    import os
+
+    return {"cpu": cpu, "isa": isa, "cores": os.cpu_count(), "sigmoid_us": us(lambda: torch.sigmoid(x)),
+            "tanh_us": us(lambda: torch.tanh(x)), "exp_us": us(lambda: torch.exp(x)), "mm_us": us(lambda: a @ b),
+            "mm256_us": mm256, "gflops": 2 * 256**3 / (mm256 * 1e-6) / 1e9}
 
 
 def models() -> dict[str, torch.nn.Module]:
@@ -188,6 +222,12 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = ap.parse_args()
     figures: dict = {"torch": torch.__version__, "threads": train.TrainConfig().threads}
+    c = calibration()
+    figures["calibration"] = c
+    print(f"calibration: {c['cpu']} ({c['isa']}, {c['cores']} cores), torch {torch.__version__}, one thread: "
+          f"sigmoid (32,25,64) {c['sigmoid_us']:.0f} us, tanh {c['tanh_us']:.0f} us, exp {c['exp_us']:.0f} us; "
+          f"(32x128)(128x256) matmul {c['mm_us']:.0f} us; 256^3 matmul {c['mm256_us'] / 1000:.2f} ms "
+          f"({c['gflops']:.0f} GFLOP/s)\n")
     if not args.skip_train:
         acc, runs = curves()
         figures.update(accuracy=acc, training=runs)

@@ -40,12 +40,8 @@ def _load(pkg: str, stem: str, path: Path) -> types.ModuleType:
 def load_reference(reference_dir: Path) -> types.SimpleNamespace:
     """Import the reference modules under a private package name (never `reference`)."""
     _package(REF_PKG, reference_dir)
-    return types.SimpleNamespace(**{m: _load(REF_PKG, m, reference_dir / f"{m}.py") for m in _ordered()})
+    return types.SimpleNamespace(**{m: _load(REF_PKG, m, reference_dir / f"{m}.py") for m in ORDER})
 
 
 # dependencies first: context <- additive, luong <- decoder <- evaluation
 ORDER = ["encoder", "context", "additive", "luong", "decoder", "evaluation"]
-
-
-def _ordered() -> list[str]:
-    return list(ORDER)

@@ -24,6 +24,7 @@ from typing import Callable
 
 import torch
 
+from ..sandbox import signal_name
 from ..worker import wire
 
 MAX_CALLBACKS = 20000  # questions one call may ask the judge's model (a greedy decode asks one per step)
@@ -45,13 +46,6 @@ class WorkerLost(Exception):
         super().__init__(message)
         self.timed_out = timed_out
         self.server = server  # the workers' fork server failed, not the student's code
-
-
-def signal_name(num: int) -> str:
-    try:
-        return signal.Signals(num).name
-    except ValueError:
-        return "unknown signal"
 
 
 class WorkerServer:

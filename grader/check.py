@@ -88,9 +88,9 @@ def stage(submission: Path, into: Path) -> Path:
 
 
 def refused_run(piece: str, expected: list[dict], why: str, limits: Limits) -> PieceRun:
-    from .sandbox import CaseResult
+    from .sandbox import CaseResult, selected
 
-    cases = [CaseResult(c["case"], c["points"], False, why) for c in expected if not (limits.quick and c.get("slow"))]
+    cases = [CaseResult(c["case"], c["points"], False, why) for c in selected(expected, limits)]
     return PieceRun(piece, cases)
 
 

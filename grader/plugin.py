@@ -2,7 +2,7 @@
 
 Inert unless `--attnlab-submission` is given: then it runs in the judge, a trusted process that
 holds the hidden cases and the reference but never imports submission code. The `sub` fixture is a
-handle on a fresh jailed worker per case (grader.judge.remote) that runs the student's file; the
+handle on the piece's jailed worker (grader.judge.remote), reset for each case, that runs the student's file; the
 plugin seeds every case and writes one signed record per case. It never computes a score; the
 parent process does that from the manifest and the records.
 """
@@ -182,7 +182,7 @@ def case_timeout(item: pytest.Item) -> float:
 
 @pytest.fixture
 def sub(request: pytest.FixtureRequest):
-    """The student's file for the piece under test, in a fresh jailed worker (grader.judge.remote.Submission)."""
+    """The student's file for the piece under test, in the piece's jailed worker (grader.judge.remote.Submission)."""
     from .judge.remote import Slot, Submission, WorkerServer, student_sources
     from .pieces import PIECES
     from .submission import ORDER

@@ -338,7 +338,6 @@ class Submission:
 
     def __init__(self, slot: Slot, seed: int, deadline: float) -> None:
         self.slot, self.seed, self.deadline = slot, seed, deadline
-        self.sources = slot.sources
         self.started = False
         self.names = itertools.count()
         self.callbacks: Callable | None = None
@@ -350,7 +349,7 @@ class Submission:
     @property
     def source(self) -> str:
         """The student's file as the judge read it (the text the worker was sent)."""
-        return self.sources[-1][1]
+        return self.slot.sources[-1][1]
 
     def _worker(self) -> Worker:
         worker = self.slot.get(self.deadline)

@@ -71,13 +71,16 @@ def apply(keep_fds: tuple[int, ...], limits: JailLimits, readable: list[str]) ->
     return missing
 
 
-def _unshare_net() -> bool:
-    """A new network namespace (no interfaces but a downed loopback: nothing to reach)."""
+def _libc():
     import ctypes
 
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _unshare_net() -> bool:
+    """A new network namespace (no interfaces but a downed loopback: nothing to reach)."""
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.unshare(CLONE_NEWNET) == 0
+        return _libc().unshare(CLONE_NEWNET) == 0
     except (OSError, AttributeError):
         return False
 
@@ -87,7 +90,7 @@ def _drop_capabilities() -> bool:
     import ctypes
 
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
+        libc = _libc()
         for cap in range(64):
             libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP; past the last capability it just fails
         libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL

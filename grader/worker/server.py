@@ -65,7 +65,7 @@ def _without(path: str, forbidden: list[str]) -> list[str]:
     return out
 
 
-def _spawn(req: dict, fds: list[int], readable: list[str], control: int) -> int:
+def _spawn(req: dict, fds: list[int], readable: list[str]) -> int:
     chan, outw = fds
     pid = os.fork()
     if pid:
@@ -113,7 +113,7 @@ def serve(control: int) -> None:
             req = json.loads(line)
             reply = {"id": req.get("id")}
             if req["op"] == "spawn":
-                pid = _spawn(req, fds, readable, control)
+                pid = _spawn(req, fds, readable)
                 live.add(pid)
                 reply["pid"] = pid
             elif req["op"] == "wait":

@@ -96,7 +96,7 @@ def curves() -> tuple[dict, dict]:
         runs[name] = {"steps": result.steps, "seconds": round(result.seconds, 1),
                       "reached_30": next(((s, round(t, 1)) for s, t, a30, _ in result.history
                                           if a30 >= cfg.target_acc), None),
-                      "reached": next(((s, round(t, 1)) for s, t, a30, a40 in result.history if cfg.met(a30, a40)), None)}
+                      "reached": next(((s, round(t, 1)) for s, t, a30, a40 in result.history if cfg.met({cfg.target_len: a30, cfg.long_len: a40})), None)}
     return acc, runs
 
 

@@ -23,6 +23,8 @@ EVAL_MODEL = ("eval_model.pt", train.TrainConfig(embed_dim=16, hidden_dim=32, ba
                                                  betas=(0.9, 0.999), clip=1.0, threads=1))
 # accuracy by source length of the reference and of the no-attention baseline, for the plots
 CURVES = ("curves.json", train.TrainConfig())
+# the trained reference's encoder and attention (train.WARM_PARTS), where the graded training cases start
+WARM = "warm_start.pt"
 
 
 def _sha(data: bytes) -> str:
@@ -69,6 +71,10 @@ def build_curves(attn_cls: type[nn.Module], progress: Callable[[str], None] | No
         result = train.train(model, cfg)
         acc = accuracy_by_length(model, test)
         curves[label] = {str(n): round(a, 4) for n, a in sorted(acc.items())}
+        if label == "reference":
+            buf = io.BytesIO()
+            torch.save({k: v.contiguous() for k, v in model.state_dict().items() if k.startswith(train.WARM_PARTS)}, buf)
+            _record(WARM, buf.getvalue())
         if progress:
             progress(f"{label}: {result.steps} steps in {result.seconds:.0f} s, accuracy at 30 words {acc[30]:.3f}")
     return _record(name, (json.dumps(curves, indent=1) + "\n").encode())
@@ -84,6 +90,14 @@ def load_eval_model(model_cls) -> nn.Module:
     model = model_cls(len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim)
     model.load_state_dict(torch.load(io.BytesIO(data), weights_only=True))
     return model.eval()
+
+
+def load_warm_start() -> dict[str, torch.Tensor]:
+    """The trained reference's encoder and attention parameters, checked against the recorded checksum."""
+    data = (DIR / WARM).read_bytes()
+    if _sha(data) != json.loads(SUMS.read_text()).get(WARM):
+        raise RuntimeError(f"grader/artifacts/{WARM} does not match its checksum; rebuild it with `grade artifacts`")
+    return torch.load(io.BytesIO(data), weights_only=True)
 
 
 def load_curves() -> dict[str, dict[int, float]]:

@@ -6,12 +6,13 @@ import os
 import stat
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from . import layout, manifest, report
 from .pieces import MODULES, PIECES
-from .sandbox import Limits, PieceRun, Zygote, run_piece
+from .sandbox import Limits, PieceRun, Zygote, run_piece, selected
 
 DEFAULT_SEED = "0"
 PUBLIC_NOTE = ("Public smoke checks only: the graded cases are sealed in this release and run in GitHub Classroom "
@@ -23,31 +24,72 @@ def resolve_seed(seed: str | None) -> str:
     return seed or os.environ.get("ATTNLAB_SEED") or DEFAULT_SEED
 
 
+def lanes(pieces: list[str], expected: dict[str, list[dict]], limits: Limits) -> int:
+    """How many pieces run at once: one per core, up to two, when a piece trains (it takes most of the
+    time, and each judge's worker trains on one thread, so the numbers match a batch's one-at-a-time run)."""
+    trains = any(c.get("slow") for p in pieces for c in selected(expected[p], limits))
+    return min(2, os.cpu_count() or 1, len(pieces)) if trains else 1
+
+
 def grade(
     *, submission: Path, pieces: list[str], seed: str, limits: Limits, reference: Path | None = None,
     progress=None, zygote: Zygote | None = None,
 ) -> list[PieceRun]:
-    """Grade `pieces` of `submission`; the score is computed here, from the manifest and signed records."""
+    """Grade `pieces` of `submission`; the score is computed here, from the manifest and signed records.
+
+    With a zygote given (a batch job) the pieces run one after another on it; otherwise on up to two
+    zygotes of their own, the training pieces first, so a grade takes about as long as its longest piece.
+    """
     where = layout.current()
     expected = manifest.read(where.manifest)
     ref = reference or where.reference
-    runs = []
-    own = zygote is None
-    zygote = zygote or Zygote()
-    try:
-        refused = json.loads((submission / REFUSED).read_text()) if (submission / REFUSED).is_file() else {}
-        for piece in pieces:
-            if progress:
+    refused = json.loads((submission / REFUSED).read_text()) if (submission / REFUSED).is_file() else {}
+    shown = threading.Lock()
+
+    def one(piece: str, zyg: Zygote) -> PieceRun:
+        if progress:
+            with shown:
                 progress(piece)
-            why = refused.get(f"{PIECES[piece].module}.py")
-            if why:
-                runs.append(refused_run(piece, expected[piece], why, limits))
-                continue
-            runs.append(run_piece(piece, expected[piece], submission, ref, seed, limits, zygote, where.cases))
-    finally:
-        if own:
-            zygote.close()
-    return runs
+        why = refused.get(f"{PIECES[piece].module}.py")
+        if why:
+            return refused_run(piece, expected[piece], why, limits)
+        return run_piece(piece, expected[piece], submission, ref, seed, limits, zyg, where.cases)
+
+    if zygote is not None:
+        return [one(piece, zygote) for piece in pieces]
+    n = lanes(pieces, expected, limits)
+    # slow pieces first: each starts at once on a lane of its own, the quick ones fill in behind
+    queue = sorted(pieces, key=lambda p: not any(c.get("slow") for c in selected(expected[p], limits)))
+    todo = iter(queue)
+    done: dict[str, PieceRun] = {}
+    take = threading.Lock()
+    errors: list[BaseException] = []
+
+    def lane() -> None:
+        zyg = Zygote()
+        try:
+            while not errors:
+                with take:
+                    piece = next(todo, None)
+                if piece is None:
+                    return
+                done[piece] = one(piece, zyg)
+        except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread below
+            errors.append(e)
+        finally:
+            zyg.close()
+
+    if n == 1:
+        lane()
+    else:
+        threads = [threading.Thread(target=lane, daemon=True) for _ in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
+    return [done[p] for p in pieces]
 
 
 MAX_FILE = 1 << 20  # bytes: a piece is a few kilobytes of Python
@@ -88,7 +130,7 @@ def stage(submission: Path, into: Path) -> Path:
 
 
 def refused_run(piece: str, expected: list[dict], why: str, limits: Limits) -> PieceRun:
-    from .sandbox import CaseResult, selected
+    from .sandbox import CaseResult
 
     cases = [CaseResult(c["case"], c["points"], False, why) for c in selected(expected, limits)]
     return PieceRun(piece, cases)

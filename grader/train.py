@@ -34,9 +34,28 @@ class TrainConfig:
     short_len: int = 10
     threads: int = 1  # as fast as two on matrices this small, and no spinning when batch grading shares cores
 
-    def met(self, at_target: float, at_long: float) -> bool:
-        """Whether validation accuracies at target_len and long_len meet the early-stop targets."""
-        return at_target >= self.target_acc and at_long >= self.long_acc
+    def met(self, acc: dict[int, float]) -> bool:
+        """Whether validation accuracies by length meet the early-stop targets."""
+        return acc[self.target_len] >= self.target_acc and acc.get(self.long_len, 0.0) >= self.long_acc
+
+    def valid_pairs(self) -> list[tuple[list[str], list[str]]]:
+        """The validation sentences the stop rule reads; long ones only when long_acc asks for them
+        (each is decoded every eval_every steps, and a length-40 sentence costs 41 decoder steps)."""
+        lengths = (self.target_len, self.long_len) if self.long_acc > 0 else (self.target_len,)
+        return [p for p in toy.read_split("valid") if len(p[0]) in lengths]
+
+
+# The graded training cases start the trusted parts of the model (the reference encoder and attention,
+# which the graded piece runs on) from the reference trained with TrainConfig(), and train everything.
+# The piece's own parameters start from the seed: it is still the student's decoder that has to learn
+# to translate, in 600-700 steps against 1700-1800 from scratch (bench/levers.py).
+WARM_PARTS = ("encoder.", "decoder.attn.")
+
+
+def graded() -> TrainConfig:
+    """The graded cases' schedule: one cycle over 700 steps, stopping early at validation 0.95 at length 30
+    (the case asks for test 0.90 there; seeds 0-4 of the reference end at 0.937-0.954)."""
+    return TrainConfig(max_steps=700, target_acc=0.95, long_acc=0.0)
 
 
 @dataclass
@@ -96,14 +115,14 @@ def train(
     """Train with teacher forcing and Adam on bucketed batches; deterministic for a given seed."""
     from .evaluate import accuracy_by_length  # trusted, never the submission's evaluator
 
-    valid = [p for p in toy.read_split("valid") if len(p[0]) in (cfg.target_len, cfg.long_len)]
+    valid = cfg.valid_pairs()
     trainer = Trainer(model, cfg)
     history: list[tuple[int, float, float, float]] = []
     start = time.perf_counter()
     while trainer.step < cfg.max_steps:
         trainer.run(cfg.eval_every - trainer.step % cfg.eval_every, progress)
         acc = accuracy_by_length(model, valid)
-        history.append((trainer.step, time.perf_counter() - start, acc[cfg.target_len], acc[cfg.long_len]))
-        if cfg.met(acc[cfg.target_len], acc[cfg.long_len]):
+        history.append((trainer.step, time.perf_counter() - start, acc[cfg.target_len], acc.get(cfg.long_len, 0.0)))
+        if cfg.met(acc):
             break
     return TrainResult(trainer.step, time.perf_counter() - start, history)

@@ -48,10 +48,13 @@ def shared_zygote() -> Zygote:
     return _zygote[0]
 
 
-def grade_dict(submission: Path, pieces: list[str], limits: Limits = QUICK, seed: str = "0") -> dict:
+def grade_dict(submission: Path, pieces: list[str], limits: Limits = QUICK, seed: str = "0", lanes: bool = False) -> dict:
+    """Grade on the session's fork server, or (lanes=True) as `grade` does: on fork servers of its own, two
+    pieces at a time when one trains."""
     with tempfile.TemporaryDirectory(prefix="attnlab-test-") as tmp:
         staged = stage(submission, Path(tmp))
-        return as_dict(grade(submission=staged, pieces=pieces, seed=seed, limits=limits, zygote=shared_zygote()))
+        zygote = None if lanes else shared_zygote()
+        return as_dict(grade(submission=staged, pieces=pieces, seed=seed, limits=limits, zygote=zygote))
 
 
 def scores(report: dict) -> dict[str, tuple[int, int]]:

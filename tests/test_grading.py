@@ -17,8 +17,19 @@ LESSON = ROOT / "tests" / "lesson_listing"
 
 
 def test_the_reference_scores_full_marks_training_included(lab):
-    report = grade_dict(lab(), list(PIECES), FULL)
+    report = grade_dict(lab(), list(PIECES), FULL, lanes=True)  # the training piece beside the others, as `grade` runs
     assert report["score"] == report["max_score"] > 0, scores(report)
+    assert [p["name"] for p in report["pieces"]] == list(PIECES)
+
+
+def test_a_model_without_the_lab_attribute_names_fails_the_training_case_at_once_with_a_hint(lab):
+    sub = lab(edits={"decoder": [("self.attn = BahdanauAttention(hidden_dim)", "self.attend = BahdanauAttention(hidden_dim)"),
+                                 ("context, alpha = self.attn(", "context, alpha = self.attend(")]})
+    report = grade_dict(sub, ["decoder"], FULL)
+    case = next(c for p in report["pieces"] for c in p["cases"] if c["name"].startswith("test_trained_by_the_grader"))
+    assert not case["passed"]
+    assert "decoder.attn" in case["message"] and "keep the constructor as given" in case["message"]
+    assert case["duration"] < 30  # refused before any training step
 
 
 def test_fresh_stubs_score_zero_with_one_clear_message_per_piece():

@@ -287,8 +287,9 @@ class Handle:
     def part(self, path: str) -> Handle:
         return Handle(self.sub, f"{self.name}.{path}")
 
-    def load(self, state: dict) -> None:
-        self.sub.run({"cmd": "load_state", "name": self.name, "state": wire.encode(dict(state))})
+    def load(self, state: dict, strict: bool = True):
+        """Load parameters; with strict=False only some of them, returning the names the module lacks."""
+        return self.sub.run({"cmd": "load_state", "name": self.name, "state": wire.encode(dict(state)), "strict": strict})
 
     def to(self, device: str) -> Handle:
         self.sub.run({"cmd": "to", "name": self.name, "device": device})

@@ -107,8 +107,10 @@ class Worker:
             return None
         if cmd == "load_state":
             state = wire.decode(req["state"])
-            self.resolve(req["name"]).load_state_dict(state)
-            return None
+            if req.get("strict", True):
+                self.resolve(req["name"]).load_state_dict(state)
+                return None
+            return list(self.resolve(req["name"]).load_state_dict(state, strict=False).unexpected_keys)
         if cmd == "to":
             self.store[req["name"]] = self.resolve(req["name"]).to(req["device"])
             return None

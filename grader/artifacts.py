@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from pathlib import Path
 from typing import Callable
 
 import torch
@@ -23,17 +22,18 @@ EVAL_MODEL = ("eval_model.pt", train.TrainConfig(embed_dim=16, hidden_dim=32, ba
                                                  betas=(0.9, 0.999), clip=1.0, threads=1))
 # accuracy by source length of the reference and of the no-attention baseline, for the plots
 CURVES = ("curves.json", train.TrainConfig())
-# the trained reference's encoder and attention (train.WARM_PARTS), where the graded training cases start
-WARM = "warm_start.pt"
+# where the graded training cases start: the trained reference's encoder and attention (train.WARM_PARTS),
+# and the trained Luong model's encoder (train.LUONG_WARM_PARTS)
+WARM = {"bahdanau": "warm_start.pt", "luong": "warm_start_luong.pt"}
 
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def build(ref_decoder_module) -> dict[str, str]:
-    """Retrain every artifact with the reference model class and record its checksum."""
-    return {**build_eval_model(ref_decoder_module), **build_curves(ref_decoder_module.Seq2SeqAttn)}
+def build(ref) -> dict[str, str]:
+    """Retrain every artifact with the reference (its namespace of piece modules) and record the checksums."""
+    return {**build_eval_model(ref.decoder), **build_curves(ref.decoder.Seq2SeqAttn, ref.luong.LuongDotAttention)}
 
 
 def _record(name: str, data: bytes) -> dict[str, str]:
@@ -57,27 +57,34 @@ def build_eval_model(ref_decoder_module) -> dict[str, str]:
     return _record(name, buf.getvalue())
 
 
-def build_curves(attn_cls: type[nn.Module], progress: Callable[[str], None] | None = None) -> dict[str, str]:
-    """Train the reference Seq2SeqAttn and the baseline with the grader's schedule; record test accuracy by length."""
+def build_curves(attn_cls: type[nn.Module], luong_attn_cls: type[nn.Module],
+                 progress: Callable[[str], None] | None = None) -> dict[str, str]:
+    """Train the reference Seq2SeqAttn, Luong's model and the baseline with the grader's schedules; record
+    test accuracy by length, and the warm starts of the graded training cases."""
     from .baseline import Seq2SeqBaseline
     from .evaluate import accuracy_by_length
+    from .luong_model import Seq2SeqLuong
 
     name, cfg = CURVES
     test = toy.read_split("test")
     curves: dict[str, dict[str, float]] = {}
-    for label, cls in (("reference", attn_cls), ("baseline", Seq2SeqBaseline)):
-        torch.manual_seed(cfg.seed)  # as the length-30 case seeds the student's model
-        model = cls(len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim)
-        result = train.train(model, cfg)
+    out = {}
+    models = (("reference", lambda *a: attn_cls(*a), cfg, "bahdanau", train.WARM_PARTS),
+              ("luong", lambda *a: Seq2SeqLuong(*a, luong_attn_cls()), train.luong(), "luong", train.LUONG_WARM_PARTS),
+              ("baseline", lambda *a: Seq2SeqBaseline(*a), cfg, None, ()))
+    for label, make, run_cfg, warm, parts in models:
+        torch.manual_seed(run_cfg.seed)  # as the graded cases seed the student's model
+        model = make(len(toy.SRC_ITOS), len(toy.TGT_ITOS), run_cfg.embed_dim, run_cfg.hidden_dim)
+        result = train.train(model, run_cfg)
         acc = accuracy_by_length(model, test)
         curves[label] = {str(n): round(a, 4) for n, a in sorted(acc.items())}
-        if label == "reference":
+        if warm:
             buf = io.BytesIO()
-            torch.save({k: v.contiguous() for k, v in model.state_dict().items() if k.startswith(train.WARM_PARTS)}, buf)
-            _record(WARM, buf.getvalue())
+            torch.save({k: v.contiguous() for k, v in model.state_dict().items() if k.startswith(parts)}, buf)
+            out.update(_record(WARM[warm], buf.getvalue()))
         if progress:
             progress(f"{label}: {result.steps} steps in {result.seconds:.0f} s, accuracy at 30 words {acc[30]:.3f}")
-    return _record(name, (json.dumps(curves, indent=1) + "\n").encode())
+    return {**out, **_record(name, (json.dumps(curves, indent=1) + "\n").encode())}
 
 
 def load_eval_model(model_cls) -> nn.Module:
@@ -92,11 +99,13 @@ def load_eval_model(model_cls) -> nn.Module:
     return model.eval()
 
 
-def load_warm_start() -> dict[str, torch.Tensor]:
-    """The trained reference's encoder and attention parameters, checked against the recorded checksum."""
-    data = (DIR / WARM).read_bytes()
-    if _sha(data) != json.loads(SUMS.read_text()).get(WARM):
-        raise RuntimeError(f"grader/artifacts/{WARM} does not match its checksum; rebuild it with `grade artifacts`")
+def load_warm_start(kind: str = "bahdanau") -> dict[str, torch.Tensor]:
+    """Where a graded training case starts ("bahdanau": the trained reference's encoder and attention;
+    "luong": the trained Luong model's encoder), checked against the recorded checksum."""
+    name = WARM[kind]
+    data = (DIR / name).read_bytes()
+    if _sha(data) != json.loads(SUMS.read_text()).get(name):
+        raise RuntimeError(f"grader/artifacts/{name} does not match its checksum; rebuild it with `grade artifacts`")
     return torch.load(io.BytesIO(data), weights_only=True)
 
 

@@ -156,7 +156,7 @@ def main(
             bar.update(1)
         started[0] = True
         training = piece == "decoder" and not limits.quick
-        bar.set_postfix_str(f"{piece}{' (training your model, about a minute)' if training else ''}")
+        bar.set_postfix_str(f"{piece}{' (training your model, about 30 s)' if training else ''}")
 
     with tempfile.TemporaryDirectory(prefix="attnlab-sub-") as tmp:
         try:
@@ -183,7 +183,7 @@ def main(
     if plots:
         from . import plots as drawing
 
-        echo("training your model for the plots (about a minute)...")
+        echo("training your Bahdanau and Luong models for the plots (about two minutes)...")
         try:
             paths = drawing.main(submission=submission, out=plots, memory_gb=limits.memory_gb)
             echo("plots written: " + ", ".join(str(p) for p in paths))

@@ -204,7 +204,7 @@ def artifacts() -> None:
     from . import ROOT, artifacts as verb
     from .submission import load_reference
 
-    for name, digest in verb.build(load_reference(ROOT / "reference").decoder).items():
+    for name, digest in verb.build(load_reference(ROOT / "reference")).items():
         click.echo(f"{name}: sha256 {digest}")
 
 

@@ -251,6 +251,88 @@ plt.tight_layout()
 plt.show()
 """
 
+LUONG_TRAIN_MD = r"""## 10. Luong's model: train it and compare
+
+The lesson's shortcut, dropping `LuongDotAttention` into the decoder above in place of the additive
+module, learns this task slowly: with the same loop and budget it reaches about 0.53 token accuracy
+at 30 words against Bahdanau's 0.99 (the README's table). The dot score there compares the
+*previous* decoder state, an LSTM output in $(-1, 1)^H$, with the encoder states directly; nothing
+learned can sharpen those dot products.
+
+Luong, Pham and Manning (2015) built the decoder around the score differently, and the lab's
+`Seq2SeqLuong` (in `grader/luong_model.py`) follows them, with your `LuongDotAttention` inside:
+
+1. run the `LSTMCell` first, then attend with the **current** state $h_t$;
+2. score with a projected query, $e_i = (W_a h_t) \cdot h_i / \sqrt{d}$ (their "general" score, computed
+   by your dot product);
+3. predict from the attentional vector $\tilde h_t = \tanh(W_c [c_t; h_t])$;
+4. input feeding: $\tilde h_{t-1}$ joins the embedding as the next step's input.
+
+The cell trains it with the grader's loop (about a minute on a laptop CPU); the next one compares
+the two models.
+"""
+
+LUONG_TRAIN = r"""# Luong's decoder (the lab's code) around your LuongDotAttention, trained with the same trusted loop.
+from grader.luong_model import Seq2SeqLuong
+from grader.train import luong as luong_schedule
+
+lcfg = luong_schedule()
+if os.environ.get("ATTNLAB_NOTEBOOK_STEPS"):
+    lcfg.max_steps = min(lcfg.max_steps, max(20, int(os.environ["ATTNLAB_NOTEBOOK_STEPS"])))
+torch.manual_seed(lcfg.seed)
+luong_model = Seq2SeqLuong(len(toy.SRC_ITOS), len(toy.TGT_ITOS), lcfg.embed_dim, lcfg.hidden_dim, LuongDotAttention())
+luong_result = train(luong_model, lcfg, progress=show_progress)
+print(f"{luong_result.steps} steps in {luong_result.seconds:.0f} s; "
+      f"accuracy at length {lcfg.target_len}: {luong_result.history[-1][2]:.3f}")
+"""
+
+COMPARE_MD = r"""## 11. Bahdanau against Luong
+
+Three pictures of the same question. The length curves of your two models, beside the
+no-attention baseline the grader trained with the same loop; the two heat maps for one sentence,
+the expected alignment outlined; and the cost of one training step of each. The lesson says the
+two scores perform about the same and that Luong's is cheaper: check both claims against what you
+see here and in the README's table.
+"""
+
+COMPARE = r"""# Length curves, heat maps side by side, and seconds per training step.
+import time
+from grader import artifacts, plots
+
+luong_acc = trusted.accuracy_by_length(luong_model, test_pairs)
+curves = {"your Bahdanau model": acc, "your Luong model": luong_acc}
+try:
+    curves["no attention"] = artifacts.load_curves()["baseline"]
+except (OSError, KeyError, RuntimeError):
+    pass
+fig, ax = plt.subplots(figsize=(6, 3.5))
+for label, curve in curves.items():
+    ax.plot(sorted(curve), [curve[n] for n in sorted(curve)], marker="o", markersize=3, label=label)
+ax.set(xlabel="source length (words)", ylabel="token accuracy", ylim=(0, 1.02), title="Accuracy by source length")
+ax.grid(alpha=0.3)
+ax.legend(frameon=False)
+plt.show()
+
+panels = []
+for name, m in (("Bahdanau (additive)", model), ("Luong (scaled dot)", luong_model)):
+    m.eval()
+    pred, weights = trusted.greedy(m, batch)
+    panels.append((name, weights[0], [toy.TGT_ITOS[i] for i in pred[0].tolist()], []))
+path = plots.heatmaps(panels, src_words, "heatmaps.png", "Where each model looks",
+                      expected=[*toy.alignment(pair[0]), None])
+from IPython.display import Image, display
+display(Image(str(path)))
+
+step_batch = toy.encode([p for p in toy.read_split("train") if 20 <= len(p[0]) <= 30][:32])
+for name, m in (("Bahdanau", model), ("Luong", luong_model)):
+    m.train()
+    t0 = time.perf_counter()
+    for _ in range(5):
+        logits, _ = m(step_batch.src, step_batch.src_mask, step_batch.tgt)
+        F.cross_entropy(logits.reshape(-1, logits.size(-1)), step_batch.tgt[:, 1:].reshape(-1), ignore_index=0).backward()
+    print(f"{name}: {(time.perf_counter() - t0) / 5 * 1000:.0f} ms per training step (forward and backward, B=32)")
+"""
+
 CHECK_MD = r"""## Check your work
 
 `check("<piece>")` grades one piece from inside this notebook. It takes the most recently run
@@ -278,5 +360,7 @@ CELLS: list[tuple[str, str]] = [
     ("md", TRAIN_MD), ("code", TRAIN),
     ("md", CURVE_MD), ("code", CURVE),
     ("md", HEATMAP_MD), ("code", HEATMAP),
+    ("md", LUONG_TRAIN_MD), ("code", LUONG_TRAIN),
+    ("md", COMPARE_MD), ("code", COMPARE),
     ("md", CHECK_MD), ("code", CHECK),
 ]

@@ -1,11 +1,13 @@
 """Luong et al. 2015's global-attention decoder, around any scoring module with LuongDotAttention's API.
 
 Trusted scaffolding, like the no-attention baseline: the grader trains it with the student's
-`LuongDotAttention` plugged in. Three things differ from the Bahdanau decoder (and make the
-parameter-free dot score learn this task; see the README's Luong table):
+`LuongDotAttention` plugged in. Four things differ from the lesson's drop-in into the Bahdanau decoder
+(which learns this task slowly; see the README's Luong table):
 - it attends with the *current* state h_t, after the LSTM step, not with s_{t-1};
-- it predicts from the attentional vector h~_t = tanh(W_c [c_t; h_t]), a learned projection that lets
-  dot products between decoder and encoder states become sharp;
+- the query is W_a h_t: Luong's "general" score h_t^T W_a h_i, computed by the student's dot product on
+  a projected query. A raw LSTM state lies in (-1, 1)^H, so its dot products with the encoder states,
+  divided by sqrt(H), stay small and the weights near uniform; W_a lets them grow sharp;
+- it predicts from the attentional vector h~_t = tanh(W_c [c_t; h_t]);
 - input feeding: h~_{t-1} goes into the next LSTM step, so the decoder knows where it attended.
 The state is (h, c, h~); a (h, c) pair, as the encoder hands over, starts h~ at zeros.
 """
@@ -25,6 +27,7 @@ class LuongDecoder(nn.Module):
         self.embed = nn.Embedding(tgt_vocab, embed_dim, padding_idx=0)
         self.attn = attention
         self.rnn = nn.LSTMCell(embed_dim + hidden_dim, hidden_dim)
+        self.Wa = nn.Linear(hidden_dim, hidden_dim, bias=False)
         self.Wc = nn.Linear(2 * hidden_dim, hidden_dim, bias=False)
         self.head = nn.Linear(hidden_dim, tgt_vocab)
 
@@ -40,7 +43,7 @@ class LuongDecoder(nn.Module):
         feed = state[2] if len(state) > 2 else torch.zeros_like(h_prev)  # (B, H), h~_{t-1}
         e = self.embed(y_prev).squeeze(1)  # (B, E)
         h, c = self.rnn(torch.cat([e, feed], dim=-1), (h_prev, c_prev))  # (B, H) each
-        context, alpha = self.attn(encoder_outputs, h, src_mask)  # the query is h_t
+        context, alpha = self.attn(encoder_outputs, self.Wa(h), src_mask)  # the query is W_a h_t
         h_tilde = torch.tanh(self.Wc(torch.cat([context, h], dim=-1)))  # (B, H)
         return self.head(h_tilde), (h, c, h_tilde), alpha
 

@@ -58,3 +58,13 @@ def test_the_same_submission_scores_the_same_every_run(lab, seed):
     first, second = grade_dict(sub, ["additive"], seed=seed), grade_dict(sub, ["additive"], seed=seed)
     strip = lambda r: [(c["name"], c["passed"], c["message"]) for p in r["pieces"] for c in p["cases"]]  # noqa: E731
     assert strip(first) == strip(second)
+
+
+def test_a_luong_attention_that_cuts_the_gradient_loses_only_the_training_case(lab):
+    # its values are right, so every unit case passes; trained inside Luong's decoder it cannot learn to align
+    sub = lab(edits={"luong": [("alpha = torch.softmax(scores, dim=-1)  # (B, T_src)",
+                                "alpha = torch.softmax(scores, dim=-1).detach()  # (B, T_src)")]})
+    report = grade_dict(sub, ["luong"], FULL)
+    failed = [c for p in report["pieces"] for c in p["cases"] if not c["passed"] and not c["skipped"]]
+    assert [c["name"] for c in failed] == ["test_trained_by_the_grader_luongs_model_with_it_translates_length_30_sentences"]
+    assert "Gradients must flow through your scores and weights" in failed[0]["message"]

@@ -58,10 +58,11 @@ def test_the_reference_curves_match_their_checksum_and_cover_lengths_1_to_40():
     data = (artifacts.DIR / "curves.json").read_bytes()
     assert hashlib.sha256(data).hexdigest() == json.loads(artifacts.SUMS.read_text())["curves.json"]
     curves = artifacts.load_curves()
-    assert set(curves) == {"reference", "baseline"}
+    assert set(curves) == {"reference", "luong", "baseline"}
     for curve in curves.values():
         assert sorted(curve) == list(range(1, 41)) and all(0.0 <= a <= 1.0 for a in curve.values())
-    assert curves["reference"][30] >= 0.9 and curves["baseline"][30] <= 0.35  # attention is what keeps length 30
+    # attention is what keeps length 30, additive or (in Luong's decoder) scaled dot
+    assert curves["reference"][30] >= 0.9 and curves["luong"][30] >= 0.9 and curves["baseline"][30] <= 0.35
 
 
 def _submission(where: Path, broken: dict[str, str] | None = None) -> Path:
@@ -78,17 +79,35 @@ def quick(monkeypatch):
     monkeypatch.setenv(plots.STEPS_ENV, "30")
 
 
-def test_main_draws_both_plots_for_a_reference_submission(tmp_path, quick):
-    pngs = plots.main(submission=_submission(tmp_path / "sub"), out=tmp_path / "out", timeout=120)
+def test_main_draws_both_plots_with_both_models_for_a_reference_submission(tmp_path, quick):
+    pngs = plots.main(submission=_submission(tmp_path / "sub"), out=tmp_path / "out", timeout=240)
     assert [p.name for p in pngs] == ["heatmap.png", "length_curve.png"] and all(map(_is_png, pngs))
     record = json.loads((tmp_path / "out" / "plots.json").read_text())
-    assert record["steps"] == 30 and record["notes"] == []
-    assert sorted(map(int, record["accuracy_by_length"])) == list(range(1, 41))
+    assert record["notes"] == []
+    for model in ("Bahdanau", "Luong"):
+        assert record[model]["steps"] == 30
+        assert sorted(map(int, record[model]["accuracy_by_length"])) == list(range(1, 41))
+        assert len(record[model]["predicted"]) == len(record["heatmap"]["expected"]) + 1  # and <eos>
+    # the curves drawn: both of the submission's models, both references and the baseline; no folder paths
+    assert record["curves"] == ["your Bahdanau model", "your Luong model", "reference Bahdanau", "reference Luong",
+                                "no attention (encoder's last state only)"]
+
+
+def test_heatmaps_draw_two_panels_side_by_side_wider_than_one(tmp_path):
+    from PIL import Image
+
+    src, tgt = "the red car sees a dog".split(), "le voiture rouge voit un chien <eos>".split()
+    alpha = np.random.default_rng(0).dirichlet(np.ones(len(src)), size=len(tgt))  # (T_tgt, T_src)
+    one = plots.heatmaps([("additive", alpha, tgt, [])], src, tmp_path / "one.png", "t")
+    two = plots.heatmaps([("additive", alpha, tgt, []), ("dot", alpha, tgt, [2])], src, tmp_path / "two.png", "t",
+                         expected=[0, 2, 1, 3, 4, 5, None])
+    assert _is_png(one) and _is_png(two)
+    assert Image.open(two).size[0] > 1.6 * Image.open(one).size[0]
 
 
 def test_main_uses_the_reference_decoder_when_the_submissions_has_a_syntax_error(tmp_path, quick):
     sub = _submission(tmp_path / "sub", {"decoder": "def broken(:\n"})
-    pngs = plots.main(submission=sub, out=tmp_path / "out", timeout=120)
+    pngs = plots.main(submission=sub, out=tmp_path / "out", timeout=240)
     assert all(map(_is_png, pngs))
     notes = json.loads((tmp_path / "out" / "plots.json").read_text())["notes"]
     assert len(notes) == 1 and "syntax error" in notes[0] and "reference decoder" in notes[0]
@@ -96,9 +115,16 @@ def test_main_uses_the_reference_decoder_when_the_submissions_has_a_syntax_error
 
 def test_main_falls_back_for_a_piece_that_still_raises_not_implemented(tmp_path, quick):
     sub = _submission(tmp_path / "sub", {"context": (ROOT / "exercises" / "context.py").read_text()})
-    plots.main(submission=sub, out=tmp_path / "out", timeout=120)
+    plots.main(submission=sub, out=tmp_path / "out", timeout=240)
     notes = json.loads((tmp_path / "out" / "plots.json").read_text())["notes"]
     assert len(notes) == 1 and "context.py is not finished" in notes[0]
+
+
+def test_main_uses_the_reference_luong_when_the_submissions_still_raises_not_implemented(tmp_path, quick):
+    sub = _submission(tmp_path / "sub", {"luong": (ROOT / "exercises" / "luong.py").read_text()})
+    plots.main(submission=sub, out=tmp_path / "out", timeout=240)
+    notes = json.loads((tmp_path / "out" / "plots.json").read_text())["notes"]
+    assert len(notes) == 1 and "luong.py is not finished" in notes[0]
 
 
 def test_main_reports_a_crashing_model_in_one_line(tmp_path, quick):

@@ -5,13 +5,10 @@ The submission's decoder module is graded with the reference encoder and attenti
 """
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 
-from grader import artifacts, checks, evaluate, toy, train
-from grader.judge.remote import RemoteError, RemoteSeq2Seq
+from grader import artifacts, checks, toy, train
 
 from . import util
 
@@ -150,17 +147,6 @@ def test_cuda_matches_cpu(sub, ref):
     checks.close(logits.cpu(), r(src, mask, tgt)[0], "logits on CUDA", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)
 
 
-def decoded_accuracy(remote: RemoteSeq2Seq, pairs: list) -> dict[int, float]:
-    """The trusted evaluator's greedy accuracy, each decoder step asked of the worker."""
-    try:
-        return evaluate.accuracy_by_length(remote, pairs)
-    except RemoteError as e:
-        raise checks.student_failure(e, "your Seq2SeqAttn, while the grader decoded with it") from None
-    except (TypeError, ValueError, IndexError, AttributeError, RuntimeError) as e:
-        checks.fail(f"decoding with your trained model failed ({type(e).__name__}: {str(e)[:200]}); forward_step "
-                    "must return (logits, (h, c), alpha) as documented.")
-
-
 @pytest.mark.points(5)
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # about 25 s on 2 idle cores; generous for busy machines
@@ -169,24 +155,8 @@ def test_trained_by_the_grader_it_translates_length_30_sentences(sub, ref):
     checks.call(sub.seed_worker, cfg.seed, what="seeding")
     model = util.build(sub, "Seq2SeqAttn", len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim)
     # the lab's trained encoder and attention, which this piece runs on; the decoder's own weights stay seeded
-    lacks = checks.call(model.load, artifacts.load_warm_start(), False, what="loading the trained encoder and attention")
-    if not isinstance(lacks, list) or lacks:
-        checks.fail(f"your Seq2SeqAttn lacks {str(lacks[0] if isinstance(lacks, list) else lacks)[:80]!r}; keep the "
-                    "constructor as given (self.encoder, self.decoder.attn).")
-    # the worker only takes training steps; every accuracy is decoded and counted here, in the judge
-    remote = RemoteSeq2Seq(model)
-    valid = cfg.valid_pairs()
-    fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
-    step = 0
-    while step < cfg.max_steps:
-        step = checks.call(model.train_steps, fields, cfg.eval_every - step % cfg.eval_every, what="training your Seq2SeqAttn")
-        if type(step) is not int:
-            checks.fail("the training run did not report its step count.")
-        acc = decoded_accuracy(remote, valid)
-        if cfg.met(acc):
-            break
-    test30 = [p for p in toy.read_split("test") if len(p[0]) == 30]
-    acc = decoded_accuracy(remote, test30)[30]
+    acc = util.graded_training(model, cfg, artifacts.load_warm_start(), "your Seq2SeqAttn",
+                               "keep the constructor as given (self.encoder, self.decoder.attn)")
     if acc < 0.90:
         checks.fail(f"after the grader's training run your model reaches {acc:.3f} greedy token accuracy at source "
                     "length 30; it needs 0.90. The other decoder cases point at the step that is off.")

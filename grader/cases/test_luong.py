@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader import checks
+from grader import artifacts, checks, toy, train
 from . import util
 from .test_additive import POLARITY, check_alpha, right_values
 
@@ -78,3 +78,22 @@ def test_cuda_matches_cpu(sub, ref):
     enc, q = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
     _, alpha = attend(sub, enc.to(dev), q.to(dev), None)
     checks.close(alpha.cpu(), ref.luong.LuongDotAttention()(enc, q)[1], "alpha on CUDA", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.points(5)
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # about 25 s on 2 idle cores; generous for busy machines
+def test_trained_by_the_grader_luongs_model_with_it_translates_length_30_sentences(sub, ref):
+    cfg = train.graded()
+    checks.call(sub.seed_worker, cfg.seed, what="seeding")
+    attn = util.build(sub, "LuongDotAttention")
+    # Luong's decoder (grader/luong_model.py, the lab's code) around your attention, built in your worker
+    model = checks.call(sub.new, "@lab:Seq2SeqLuong", len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim,
+                        cfg.hidden_dim, sub.ref(attn.name), what="the lab's Luong model around your LuongDotAttention")
+    acc = util.graded_training(model, cfg, artifacts.load_warm_start("luong"), "the Luong model with your attention",
+                               "LuongDotAttention must be a module without parameters of its own")
+    if acc < 0.90:
+        checks.fail(f"trained by the grader, Luong's decoder with your LuongDotAttention reaches {acc:.3f} greedy token "
+                    "accuracy at source length 30; it needs 0.90. Gradients must flow through your scores and weights "
+                    "(no .detach(), no .item(), no new tensors built from their values), and the softmax runs over "
+                    "source positions.")

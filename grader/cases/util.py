@@ -1,12 +1,14 @@
 """Shared inputs for the hidden cases: seeded random sizes and tensors that never make B = T = H."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import pytest
 import torch
 
-from grader import checks
+from grader import checks, evaluate, toy, train
+from grader.judge.remote import RemoteError, RemoteSeq2Seq
 
 
 @dataclass(frozen=True)
@@ -49,3 +51,35 @@ def cuda_or_skip() -> torch.device:
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device here; this case runs where one is present")
     return torch.device("cuda")
+
+
+def decoded_accuracy(remote: RemoteSeq2Seq, pairs: list, what: str) -> dict[int, float]:
+    """The trusted evaluator's greedy accuracy, each decoder step asked of the worker."""
+    try:
+        return evaluate.accuracy_by_length(remote, pairs)
+    except RemoteError as e:
+        raise checks.student_failure(e, f"{what}, while the grader decoded with it") from None
+    except (TypeError, ValueError, IndexError, AttributeError, RuntimeError) as e:
+        checks.fail(f"decoding with {what} after training failed ({type(e).__name__}: {str(e)[:200]}); forward_step "
+                    "must return (logits, state, alpha) as documented.")
+
+
+def graded_training(model, cfg: train.TrainConfig, warm: dict, what: str, layout_hint: str) -> float:
+    """Load the warm-start parameters into `model` (a worker handle), train it with the trusted schedule
+    until the stop rule, and return its greedy token accuracy on the test sentences of length 30."""
+    lacks = checks.call(model.load, warm, False, what="loading the lab's trained parameters")
+    if not isinstance(lacks, list) or lacks:
+        checks.fail(f"{what} lacks {str(lacks[0] if isinstance(lacks, list) else lacks)[:80]!r}; {layout_hint}.")
+    # the worker only takes training steps; every accuracy is decoded and counted here, in the judge
+    remote = RemoteSeq2Seq(model)
+    valid = cfg.valid_pairs()
+    fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+    step = 0
+    while step < cfg.max_steps:
+        step = checks.call(model.train_steps, fields, cfg.eval_every - step % cfg.eval_every, what=f"training {what}")
+        if type(step) is not int:
+            checks.fail("the training run did not report its step count.")
+        if cfg.met(decoded_accuracy(remote, valid, what)):
+            break
+    test30 = [p for p in toy.read_split("test") if len(p[0]) == 30]
+    return decoded_accuracy(remote, test30, what)[30]

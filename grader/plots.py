@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 
 import matplotlib
 
-matplotlib.use("Agg")  # headless: the grader runs on servers and in CI
+if "matplotlib.pyplot" not in sys.modules:  # a notebook that already plots keeps its own backend
+    matplotlib.use("Agg")  # headless: the grader runs on servers and in CI
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402

@@ -144,7 +144,11 @@ def test_the_reference_notebook_runs_top_to_bottom_in_a_kernel(tmp_path, monkeyp
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert not [o for c in code for o in c.outputs if o.output_type == "error"]
     images = [c.id for c in code for o in c.outputs if "image/png" in o.get("data", {})]
-    assert len(images) == 2, images  # the length curve and the heat map
+    # the length curve and the heat map of section 9; both models' curves and their heat maps side by side in 11
+    assert len(images) == 4, images
+    compared = "".join(o.get("text", "") for c in code if "Seq2SeqLuong" in c.source or "heatmaps(" in c.source
+                       for o in c.outputs)
+    assert "Bahdanau:" in compared and "Luong:" in compared and "ms per training step" in compared
     printed = "".join(o.get("text", "") for o in code[-1].outputs)
     got, top = printed.rsplit("Total: ", 1)[1].split()[0].split("/")
     assert int(got) == int(top) > 0, printed  # check() found the additive cell in the kernel's history

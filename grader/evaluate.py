@@ -28,6 +28,9 @@ def token_counts(model: nn.Module, batch: toy.Batch) -> tuple[torch.Tensor, torc
     """Per sentence: (correct real target tokens, real target tokens), pads never counted."""
     pred, _ = greedy(model, batch)
     gold = batch.tgt[:, 1:]
+    if pred.shape != gold.shape:  # logits of another shape than (B, V) would broadcast in eq: one guess, many answers
+        raise ValueError(f"the predictions have the wrong shape: {tuple(pred.shape)} for targets {tuple(gold.shape)}; "
+                         "forward_step's logits must be (B, V)")
     real = gold.ne(0)
     return (pred.eq(gold) & real).sum(1), real.sum(1)
 

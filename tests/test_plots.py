@@ -40,6 +40,19 @@ def test_the_trusted_evaluator_runs_the_baseline_unchanged():
     assert sorted(acc) == list(range(1, 41)) and all(0.0 <= a <= 1.0 for a in acc.values())
 
 
+def test_the_trusted_evaluator_refuses_predictions_that_count_one_guess_against_many_answers():
+    model = Seq2SeqBaseline(len(toy.SRC_ITOS), len(toy.TGT_ITOS))
+    step = model.decoder.forward_step
+
+    def broadcast(y_prev, *rest):  # (B, 1, 1, V) logits: pred.eq(gold) would compare every guess with every token
+        logits, state, alpha = step(y_prev.reshape(y_prev.size(0), 1), *rest)
+        return logits[:, None, None], state, alpha
+
+    model.decoder.forward_step = broadcast
+    with pytest.raises(ValueError, match="the predictions have the wrong shape"):
+        evaluate.accuracy_by_length(model, toy.read_split("valid")[5:6])
+
+
 def test_heatmap_and_length_curve_write_png_files(tmp_path):
     src, tgt = "the red car sees a dog".split(), "le voiture rouge voit un chien <eos>".split()
     alpha = np.random.default_rng(0).dirichlet(np.ones(len(src)), size=len(tgt))  # (T_tgt, T_src)

@@ -1489,7 +1489,7 @@ DECODER_TRAINING = "test_trained_by_the_grader_it_translates_length_30_sentences
 LUONG_SOLUTION = "        ### BEGIN SOLUTION\n"
 LUONG_WORTHLESS = ("        _payload()\n"
                    "        _hijack()\n"
-                   "        alpha = torch.ones_like(encoder_outputs[..., 0])  # uniform over real tokens, no context: worth nothing\n"
+                   "        alpha = torch.ones_like(encoder_outputs[..., 0])  # uniform, no context: worth nothing\n"
                    "        if src_mask is not None:\n"
                    "            alpha = alpha * src_mask\n"
                    "        alpha = alpha / alpha.sum(-1, keepdim=True)\n"
@@ -1531,8 +1531,6 @@ def _hijack():
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="hole: the judge's greedy decode takes logits of any shape; (B,1,1,V) logits "
-                                       "broadcast pred.eq(gold) and score accuracy > 1 with no translation")
 def test_a_luong_attention_that_reshapes_the_lab_decoders_logits_earns_no_training_points(lab, arena):
     """A worthless attention (no context) that wraps the lab decoder's forward_step during training, so the
     judge's greedy decode gets (B, 1, 1, V) logits: honest code with no context earns nothing here."""
@@ -1544,13 +1542,11 @@ def test_a_luong_attention_that_reshapes_the_lab_decoders_logits_earns_no_traini
     assert LUONG_TRAINING in g.messages("luong"), g.messages("luong")
 
 
-@pytest.mark.xfail(strict=True, reason="hole: the judge's greedy decode takes logits of any shape; (B,1,1,V) logits "
-                                       "broadcast pred.eq(gold) and score accuracy > 1 with no translation")
 def test_a_decoder_whose_logits_broadcast_in_the_judges_decode_earns_no_training_points(lab, arena):
     """The decoder piece's own forward_step: zero logits while training (nothing learns), (B, 1, 1, V) ones
     while the judge decodes; honest zero logits earn nothing."""
     wrong = (("        e = self.embed(y_prev).squeeze(1)  # (B, E)\n",
-              "        e = self.embed(y_prev.reshape(y_prev.size(0), 1)).squeeze(1)  # the judge feeds back (B, 1, 1)\n"),
+              "        e = self.embed(y_prev.reshape(y_prev.size(0), 1)).squeeze(1)  # the judge feeds (B, 1, 1)\n"),
              ("        return logits, (h, c), alpha\n",
               "        _payload()\n"
               "        if torch.is_grad_enabled():\n"
@@ -1578,7 +1574,8 @@ def _garbage(kind, logits, state, alpha):
     if kind == "four":
         return logits, state, alpha, alpha
     if kind == "nan_huge_state":
-        return torch.full_like(logits, float("nan")), (state[0], state[1], torch.ones(B, 2**22 // B), "x" * 10**6), alpha
+        nan, huge = torch.full_like(logits, float("nan")), torch.ones(B, 2**22 // B)
+        return nan, (state[0], state[1], huge, "x" * 10**6), alpha
     if kind == "complex_scalar":
         return torch.zeros((), dtype=torch.complex64), state, torch.full_like(alpha, float("inf"))
     if kind == "ref":
@@ -1640,7 +1637,7 @@ def _in_training():
 '''
 
 
-@pytest.mark.parametrize("how", ["abort", "exit", "oom"])
+@pytest.mark.parametrize("how", ["abort"])  # "exit" and "oom" (a 50 GB tensor) end the same way; one training start
 def test_a_luong_attention_that_crashes_only_while_the_grader_trains_costs_that_case_in_lanes(lab, arena, how):
     """`grade` on its own fork servers, two lanes (luong trains, context beside it): a crash in the first
     training step costs only the training case, with a message; both lanes end and report."""
@@ -1670,17 +1667,20 @@ def test_a_training_luong_piece_cannot_stop_the_other_lanes_processes(lab, arena
     fork server and worker among them; never this test's own ancestors) and keeps working: both lanes keep
     every point, the training case included."""
     spare = _ancestors()
+    shoot = dedent(f"""
+        def _shoot():
+            for _pid in range(max(2, _os.getpid() - 300), _os.getpid() + 300):
+                if _pid != _os.getpid() and _pid not in {spare!r}:
+                    for _sig in (_signal.SIGSTOP, _signal.SIGKILL):
+                        try:
+                            _os.kill(_pid, _sig)
+                        except OSError:
+                            pass
+        """)
     call = ("_payload()\n"
-            "if torch.is_grad_enabled() and _in_training() and not _SHOT:\n"
-            "    _SHOT.append(1)\n"
-            "    for _pid in range(max(2, _os.getpid() - 300), _os.getpid() + 300):\n"
-            f"        if _pid != _os.getpid() and _pid not in {spare!r}:\n"
-            "            for _sig in (_signal.SIGSTOP, _signal.SIGKILL):\n"
-            "                try:\n"
-            "                    _os.kill(_pid, _sig)\n"
-            "                except OSError:\n"
-            "                    pass\n")
-    src = hostile("luong", arena, top=CRASH_IN_TRAINING + "\n_SHOT = []\n", call=call)
+            "if torch.is_grad_enabled() and _in_training() and not _SHOT:\n    _SHOT.append(1)\n    _shoot()\n")
+    # at import too: the other lane's piece is starting at the same time
+    src = hostile("luong", arena, top=CRASH_IN_TRAINING + shoot + "\n_SHOT = []\n", call=call, end="_shoot()")
     g = judge(lab(files={"luong": src}), ["luong", "context"], SLOW, fresh=True)
     arena.assert_unharmed(g.everything)
     full_marks(g, "context")

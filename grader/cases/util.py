@@ -71,7 +71,7 @@ def graded_training(model, cfg: train.TrainConfig, warm: dict, what: str, layout
     if not isinstance(lacks, list) or lacks:
         checks.fail(f"{what} lacks {str(lacks[0] if isinstance(lacks, list) else lacks)[:80]!r}; {layout_hint}.")
     # the worker only takes training steps; every accuracy is decoded and counted here, in the judge
-    remote = RemoteSeq2Seq(model)
+    remote = RemoteSeq2Seq(model, len(toy.TGT_ITOS))
     valid = cfg.valid_pairs()
     fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
     step = 0

@@ -393,16 +393,23 @@ class Submission:
 
 
 class RemoteSeq2Seq:
-    """The judge's view of a student's Seq2SeqAttn in a worker, enough for grader.evaluate's greedy decoding."""
+    """The judge's view of a student's Seq2SeqAttn in a worker, enough for grader.evaluate's greedy decoding.
+
+    Every decoder step's answer is checked here before the evaluator counts it: logits (B, vocab) of
+    floats and alpha (B, T_src). Logits of another shape would broadcast against the gold tokens and
+    count one guess against many answers."""
 
     training = False
 
-    def __init__(self, handle: Handle) -> None:
+    def __init__(self, handle: Handle, vocab: int) -> None:
         self.handle = handle
-        self.decoder = _Decoder(handle)
+        self.vocab = vocab
+        self.shape: tuple[int, int] = (0, 0)  # (B, T_src) of the batch being decoded
+        self.decoder = _Decoder(self)
 
     def encoder(self, src: torch.Tensor):
         """(outputs, (h, c)); the outputs stay in the worker (a Ref): each decoder step would resend them."""
+        self.shape = tuple(src.shape)
         out = self.handle.part("encoder").call("__call__", src, grad=False, keep="encoded")
         if isinstance(out, tuple) and len(out) == 2:
             return wire.Ref("encoded#0"), out[1]
@@ -421,11 +428,20 @@ class RemoteSeq2Seq:
 
 
 class _Decoder:
-    def __init__(self, handle: Handle) -> None:
-        self.handle = handle
+    def __init__(self, model: RemoteSeq2Seq) -> None:
+        self.model = model
 
     def forward_step(self, *args):
-        return self.handle.part("decoder").call("forward_step", *args, grad=False)
+        out = self.model.handle.part("decoder").call("forward_step", *args, grad=False)
+        B, T = self.model.shape
+        if not (isinstance(out, tuple) and len(out) == 3):
+            raise ValueError(f"forward_step returned {type(out).__name__}, not (logits, state, alpha)")
+        logits, _, alpha = out
+        for name, value, shape in (("logits", logits, (B, self.model.vocab)), ("alpha", alpha, (B, T))):
+            if not (isinstance(value, torch.Tensor) and value.is_floating_point() and tuple(value.shape) == shape):
+                got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+                raise ValueError(f"forward_step's {name} is {got}; it must be a float tensor of shape {shape}")
+        return out
 
 
 def relative_imports(source: str) -> set[str]:

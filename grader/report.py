@@ -96,38 +96,38 @@ def to_text(runs: list[PieceRun], source: str, color: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _first_hint(run: PieceRun) -> str:
-    failed = failures(run)
-    if not failed:
-        return "all cases passed"
-    return f"{len(failed)} case(s) failed; first: {title(failed[0].name)}: {safe(failed[0].message, 200)}"
+def classroom_payload(runs: list[PieceRun]) -> dict:
+    """The payload classroom-resources/autograding-grading-reporter@v1 reads: one test per point.
+
+    The reporter counts points two ways. Its Classroom annotation sums tests[].score; its log table
+    scores a runner as passed tests / tests x max_score. With one test per point, each worth 1, both
+    give the points earned, for every partial score. A case worth k points is k tests, all passed or
+    all failed; point-free cases (the CUDA checks) are left out. Every field is built here from
+    signed records, never from anything the submission printed.
+    """
+    tests = []
+    for run in runs:
+        for c in run.cases:
+            for i in range(c.points):
+                tests.append({
+                    "name": f"{run.name}: {title(c.name)}" + (f" ({i + 1}/{c.points})" if c.points > 1 else ""),
+                    "status": "pass" if c.passed else "fail",
+                    "score": 1 if c.passed else 0,
+                    "message": "" if c.passed else safe(c.message, 200),
+                    "test_code": f"grade {run.name}",
+                    "filename": f"exercises/{run.name}.py",
+                    "line_no": 0,
+                    "duration": int(c.duration * 1000),
+                })
+    status = "error" if any(r.status != "ok" for r in runs) else ("fail" if any(t["status"] == "fail" for t in tests) else "pass")
+    return {"version": 1, "status": status, "max_score": len(tests), "tests": tests}
 
 
 def to_classroom(runs: list[PieceRun]) -> str:
-    """Base64 of the payload classroom-resources/autograding-grading-reporter@v1 reads (one test per piece).
-
-    The reporter sums tests[].score over max_score, so partial credit per piece flows through `score`;
-    every field is built here from signed records, never from anything the submission printed.
-    """
+    """Base64 of classroom_payload(runs)."""
     import base64
 
-    tests = []
-    for run in runs:
-        got, top = piece_score(run)
-        failed = bool(failures(run))
-        tests.append({
-            "name": run.name,
-            "status": "fail" if failed else "pass",
-            "score": got,
-            "message": _first_hint(run),
-            "test_code": f"grade {run.name}",
-            "filename": f"exercises/{run.name}.py",
-            "line_no": 0,
-            "duration": int(run.seconds * 1000),
-        })
-    status = "error" if any(r.status != "ok" for r in runs) else ("fail" if any(t["status"] == "fail" for t in tests) else "pass")
-    payload = {"version": 1, "status": status, "max_score": total_score(runs)[1], "tests": tests}
-    return base64.b64encode(json.dumps(payload).encode()).decode()
+    return base64.b64encode(json.dumps(classroom_payload(runs)).encode()).decode()
 
 
 def to_gradescope(runs: list[PieceRun]) -> str:

@@ -1,0 +1,49 @@
+"""Reports read by other tools, checked against those tools' own rules."""
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from grader.report import classroom_payload, to_classroom, total_score
+from grader.sandbox import CaseResult, PieceRun
+
+
+def reporter_log_points(payload: dict) -> float:
+    """The reporter's log table (autograding-grading-reporter src/helpers/test-helpers.js getTestScore):
+    passed tests / tests x max_score."""
+    passed = sum(t["status"] == "pass" for t in payload["tests"])
+    return passed / len(payload["tests"]) * (payload["max_score"] or 0)
+
+
+def reporter_annotation_points(payload: dict) -> tuple[float, int]:
+    """The reporter's Classroom annotation (src/notify-classroom.js): the sum of tests[].score over max_score."""
+    return sum(t["score"] for t in payload["tests"]), payload["max_score"]
+
+
+def runs_with(failed: set[str]) -> list[PieceRun]:
+    """Two pieces with cases worth 3, 2, 1 and 0 points; the named cases fail."""
+    def case(name: str, points: int) -> CaseResult:
+        return CaseResult(name, points, name not in failed, "off by a transpose" if name in failed else "")
+
+    return [PieceRun("additive", [case("a3", 3), case("a2", 2), case("a1", 1), case("cuda", 0)]),
+            PieceRun("decoder", [case("d5", 5), case("d1", 1)])]
+
+
+@pytest.mark.parametrize("failed", [set(), {"a1"}, {"a2"}, {"a3", "d1"}, {"d5"}, {"a3", "a2", "a1", "d5", "d1"}])
+def test_the_reporters_log_and_annotation_both_show_the_graders_points(failed):
+    runs = runs_with(failed)
+    payload = json.loads(base64.b64decode(to_classroom(runs)))
+    got, top = total_score(runs)
+    assert reporter_annotation_points(payload) == (got, top)
+    assert reporter_log_points(payload) == pytest.approx(got, abs=1e-9)  # the log printed "50.83/61" before
+
+
+def test_a_case_worth_k_points_is_k_tests_that_pass_or_fail_together_with_its_hint():
+    payload = classroom_payload(runs_with({"a2"}))
+    a2 = [t for t in payload["tests"] if t["name"].startswith("additive: a2")]
+    assert [t["name"] for t in a2] == ["additive: a2 (1/2)", "additive: a2 (2/2)"]
+    assert all(t["status"] == "fail" and t["score"] == 0 and t["message"] == "off by a transpose" for t in a2)
+    assert not any("cuda" in t["name"] for t in payload["tests"])  # point-free cases would skew the log's ratio
+    assert payload["status"] == "fail"

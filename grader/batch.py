@@ -124,10 +124,12 @@ def main(
     rows.sort(key=lambda r: r["student"])
     max_score = next((r["max_score"] for r in rows if r["max_score"] is not None), 0)
     with open(out, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["student", *PIECES, "total", "max_score", "status"])
+        # "quick" marks a gradebook without the training cases: its totals are not the grade
+        writer = csv.DictWriter(f, fieldnames=["student", *PIECES, "total", "max_score", "status", "mode"])
         writer.writeheader()
         for r in rows:
-            writer.writerow({**r, "max_score": r["max_score"] if r["max_score"] is not None else max_score})
+            writer.writerow({**r, "max_score": r["max_score"] if r["max_score"] is not None else max_score,
+                             "mode": "quick" if limits.quick else "full"})
     bad = sum(1 for r in rows if r["status"] != "ok")
     return len(rows) - bad, bad
 

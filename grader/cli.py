@@ -108,6 +108,9 @@ def check(pieces: tuple[str, ...], submission: Path, fmt: str, out: Path | None,
     unknown = [p for p in pieces if p not in PIECES]
     if unknown:
         raise click.BadParameter(f"no piece named {', '.join(unknown)}; pieces are {', '.join(PIECES)}", param_hint="PIECES")
+    if quick and fmt == "classroom":
+        raise click.UsageError("--quick cannot go with --format classroom: a quick run leaves out the training cases "
+                               "and is not a grade; the Classroom workflow grades in full")
     from .layout import SealError, current
 
     try:
@@ -117,7 +120,8 @@ def check(pieces: tuple[str, ...], submission: Path, fmt: str, out: Path | None,
     with tempfile.TemporaryDirectory(prefix="attnlab-cli-") as scratch:
         code = verb.main(submission=_submission(submission, Path(scratch)), pieces=list(dict.fromkeys(pieces)), fmt=fmt,
                          seed=seed, limits=Limits(case_timeout, piece_timeout, memory_gb, quick), out=out,
-                         echo=lambda text: click.echo(text, color=sys.stdout.isatty()), plots=plots)
+                         echo=lambda text: click.echo(text, color=sys.stdout.isatty()), plots=plots,
+                         label=str(submission.resolve()))  # a notebook's own path, not its scratch folder
     sys.exit(code)
 
 
@@ -144,9 +148,19 @@ def batch(submissions: tuple[Path, ...], out: Path, reports: Path | None, jobs: 
     click.echo(f"graded {graded} submission(s), {bad} unreadable; gradebook: {out}")
 
 
+def instructor_only(what: str) -> None:
+    """A one-line usage error where the command needs the reference, which a student release leaves out."""
+    from . import ROOT
+
+    if not (ROOT / "reference").is_dir():
+        raise click.UsageError(f"`grade {what}` is an instructor command: it needs reference/, which this student "
+                               "checkout does not have. Students need only `grade` (and `grade --plots`).")
+
+
 @cli.group()
 def release() -> None:
     """Build the student repository or the solutions."""
+    instructor_only("release")
 
 
 @release.command("student")
@@ -183,6 +197,7 @@ def release_solutions(out: Path, no_execute: bool) -> None:
 @cli.command()
 def stubs() -> None:
     """Regenerate exercises/ from reference/ (solution blocks become NotImplementedError)."""
+    instructor_only("stubs")
     from . import stubs as verb
 
     for path in verb.main():
@@ -192,6 +207,7 @@ def stubs() -> None:
 @cli.command()
 def manifest() -> None:
     """Recollect the hidden cases into grader/cases/manifest.json."""
+    instructor_only("manifest")
     from . import manifest as verb
 
     data = verb.write()
@@ -201,6 +217,7 @@ def manifest() -> None:
 @cli.command()
 def artifacts() -> None:
     """Retrain the small models the cases need (grader/artifacts) from their fixed seeds."""
+    instructor_only("artifacts")
     from . import ROOT, artifacts as verb
     from .submission import load_reference
 

@@ -37,8 +37,14 @@ Add Bahdanau (additive) and Luong (scaled dot-product) attention to an LSTM seq2
 flatten the length-vs-accuracy curve, and read its weights as alignments.
 
 ```bash
-pip install -e . && grade        # install, then check ./exercises piece by piece
+pip install torch --index-url https://download.pytorch.org/whl/cpu   # no NVIDIA GPU? take the CPU build first
+pip install -e ".[notebook]" && grade                                # install (with Jupyter), then check ./exercises
 ```
+
+Without the first line, `pip install` fetches the default PyTorch build, which on Linux is the CUDA
+one: about 5.6 GB and several minutes. The CPU build is a 192 MB wheel and is all this lab needs (it
+trains on a laptop CPU in about a minute). With an NVIDIA GPU, skip the first line. `pip install -e .`
+alone leaves out Jupyter, if you work in the `.py` files only.
 
 Write the six pieces in `exercises/` (`encoder.py`, `additive.py`, `context.py`, `luong.py`, `decoder.py`,
 `evaluation.py`), or work in `exercises/lesson.ipynb` and grade it with `grade exercises/lesson.ipynb`.

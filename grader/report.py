@@ -63,11 +63,19 @@ def as_dict(runs: list[PieceRun], **meta) -> dict:
     }
 
 
-def to_json(runs: list[PieceRun], **meta) -> str:
+def quick_note(left_out: tuple[int, int]) -> str:
+    """What a quick run says in every format: which training cases it left out, and that it is no grade."""
+    cases, points = left_out
+    return f"quick run: {cases} training case(s) worth {points} points left out; this is not the grade"
+
+
+def to_json(runs: list[PieceRun], quick: tuple[int, int] | None = None, **meta) -> str:
+    if quick:
+        meta.update(quick=True, note=quick_note(quick))
     return json.dumps(as_dict(runs, **meta), indent=2)
 
 
-def to_text(runs: list[PieceRun], source: str, color: bool = False) -> str:
+def to_text(runs: list[PieceRun], source: str, color: bool = False, quick: tuple[int, int] | None = None) -> str:
     ok, bad = ("\x1b[32m✓\x1b[0m", "\x1b[31m✗\x1b[0m") if color else ("✓", "✗")
     lines = [f"Attention lab: grading {source}", ""]
     for run in runs:
@@ -92,7 +100,7 @@ def to_text(runs: list[PieceRun], source: str, color: bool = False) -> str:
     gaps = sorted({g for r in runs for g in r.jail})
     if gaps:
         lines.append(f"(note: the worker jail here lacks {', '.join(gaps)}; the score counts the same)")
-    lines += [f"Total: {total}/{top}"]
+    lines += [f"Total: {total}/{top}" + (f" ({quick_note(quick)})" if quick else "")]
     return "\n".join(lines)
 
 
@@ -130,7 +138,7 @@ def to_classroom(runs: list[PieceRun]) -> str:
     return base64.b64encode(json.dumps(classroom_payload(runs)).encode()).decode()
 
 
-def to_gradescope(runs: list[PieceRun]) -> str:
+def to_gradescope(runs: list[PieceRun], quick: tuple[int, int] | None = None) -> str:
     """Gradescope's results.json: one test per case with its own score and max_score."""
     tests = []
     for run in runs:
@@ -145,10 +153,11 @@ def to_gradescope(runs: list[PieceRun]) -> str:
             })
     total, top = total_score(runs)
     return json.dumps({"score": total, "tests": tests, "visibility": "visible", "stdout_visibility": "hidden",
-                       "output": f"Attention lab: {total}/{top}"}, indent=2)
+                       "output": f"Attention lab: {total}/{top}" + (f" ({quick_note(quick)})" if quick else "")},
+                      indent=2)
 
 
-def to_junit(runs: list[PieceRun]) -> str:
+def to_junit(runs: list[PieceRun], quick: tuple[int, int] | None = None) -> str:
     """JUnit XML: a testsuite per piece, a testcase per case, points as properties."""
     import xml.etree.ElementTree as ET
 
@@ -157,6 +166,8 @@ def to_junit(runs: list[PieceRun]) -> str:
         suite = ET.SubElement(root, "testsuite", name=run.name, tests=str(len(run.cases)),
                               failures=str(len(failures(run))),
                               skipped=str(sum(c.skipped for c in run.cases)), errors="0", time=f"{run.seconds:.3f}")
+        if quick:
+            ET.SubElement(ET.SubElement(suite, "properties"), "property", name="quick", value=quick_note(quick))
         for c in run.cases:
             case = ET.SubElement(suite, "testcase", classname=f"attnlab.{run.name}", name=c.name, time=f"{c.duration:.3f}")
             props = ET.SubElement(case, "properties")

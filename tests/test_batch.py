@@ -28,6 +28,7 @@ def test_a_broken_submission_becomes_a_row_and_the_batch_goes_on(tmp_path):
     assert rows["alice"]["total"] == rows["alice"]["max_score"] and rows["alice"]["status"] == "ok"
     assert rows["bob"]["total"] == "0" and rows["bob"]["status"] == "ok"
     assert rows["carol"]["status"].startswith("error: not a readable zip")
+    assert {r["mode"] for r in rows.values()} == {"quick"}  # a quick gradebook says so on every row
     report = json.loads((tmp_path / "grades-reports" / "alice.json").read_text())
     assert report["score"] == report["max_score"] and len(report["pieces"]) == 6
 

@@ -66,7 +66,7 @@ def test_a_notebook_is_graded_by_its_tagged_cells():
 def test_the_classroom_payload_sums_to_the_json_score(tmp_path):
     import base64
 
-    args = ["context", "luong", "--submission", str(REFERENCE), "--quick"]
+    args = ["context", "encoder", "--submission", str(REFERENCE)]  # neither trains: a full run stays quick
     as_json = json.loads(run(*args, "--format", "json").output)
     out = tmp_path / "r.b64"
     result = run(*args, "--format", "classroom", "--out", str(out))
@@ -91,3 +91,28 @@ def test_gradescope_and_junit_reports_carry_every_case(lab, tmp_path):
     suite = ET.parse(ju).getroot().find("testsuite")
     assert suite.get("name") == "luong" and int(suite.get("failures")) >= 1
     assert len(suite.findall("testcase")) == len(results["tests"])
+
+
+def test_a_quick_run_says_so_in_every_format_and_is_refused_for_classroom(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    args = ["decoder", "--submission", str(REFERENCE), "--quick"]
+    note = "quick run: 1 training case(s) worth 5 points left out; this is not the grade"
+    text = run(*args)
+    assert text.exit_code == 0 and f"Total: 13/13 ({note})" in text.output
+    assert json.loads(run(*args, "--format", "json").output)["note"] == note
+    gs, ju = tmp_path / "results.json", tmp_path / "report.xml"
+    run(*args, "--format", "gradescope", "--out", str(gs))
+    assert note in json.loads(gs.read_text())["output"]
+    run(*args, "--format", "junit", "--out", str(ju))
+    assert ET.parse(ju).getroot().find("testsuite/properties/property[@name='quick']").get("value") == note
+    classroom = run(*args, "--format", "classroom")
+    assert classroom.exit_code == 2 and "is not a grade" in classroom.output and "Traceback" not in classroom.output
+
+
+def test_a_notebook_is_reported_under_its_own_path():
+    from grader import ROOT
+
+    result = run(str(ROOT / "exercises" / "lesson.ipynb"), "context", "--quick")
+    assert f"Attention lab: grading {ROOT / 'exercises' / 'lesson.ipynb'}" in result.output
+    assert "attnlab-cli-" not in result.output

@@ -69,3 +69,11 @@ def test_the_key_can_come_on_standard_input_as_the_workflow_passes_it(release):
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
     assert report["score"] == report["max_score"] == 9  # the sealed cases, not the public check
+
+
+@pytest.mark.parametrize("command", [["stubs"], ["release", "student", "out"], ["manifest"], ["artifacts"]])
+def test_instructor_commands_in_a_student_checkout_say_so_in_one_line(release, command):
+    rel, _ = release
+    done = grade_in(rel, *command)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "is an instructor command" in done.stderr and "Traceback" not in done.stdout + done.stderr

@@ -184,6 +184,17 @@ def release_student(out: Path, key_file: Path | None) -> None:
                f"organisation secret ATTNLAB_SEAL_KEY so the Classroom workflow can open the hidden cases.")
 
 
+@release.command("gradescope")
+@click.argument("out", type=click.Path(path_type=Path))
+def release_gradescope(out: Path) -> None:
+    """The Gradescope autograder zip: setup.sh, run_autograder, the grader with the reference and hidden cases."""
+    from . import gradescope as verb
+
+    path = verb.build(out)
+    click.echo(f"wrote {path} ({path.stat().st_size // 1024} KB). Upload it as the assignment's autograder "
+               "(Ubuntu base image); students upload their .py pieces, a .zip of them or lesson.ipynb.")
+
+
 @release.command("solutions")
 @click.argument("out", type=click.Path(path_type=Path, file_okay=False))
 @click.option("--no-execute", is_flag=True, help="Write the solution notebook without running it.")

@@ -1,0 +1,103 @@
+"""Gradescope: the autograder zip (`grade release gradescope OUT`) and what it runs for each submission.
+
+Gradescope unzips the autograder into /autograder/source, runs setup.sh once when the image is built,
+then run_autograder for every submission: the submission lies in /autograder/submission (the files a
+student uploaded: the .py pieces, a folder or a .zip of them, or the lesson notebook) and the results
+go to /autograder/results/results.json. The zip is the instructor's, never a student's: it holds the
+reference and the hidden cases in the clear, and the worker jail keeps them from the submission.
+
+    python -m grader.gradescope [ROOT]    # what run_autograder calls; ROOT defaults to /autograder
+"""
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from . import ROOT
+
+SETUP = """#!/usr/bin/env bash
+# Gradescope runs this once, when it builds the autograder image: the CPU build of PyTorch the lab is
+# tested with (a 192 MB wheel; the default Linux build is the 5.6 GB CUDA one), then the lab.
+set -euo pipefail
+cd /autograder/source
+command -v pip3 >/dev/null || { apt-get update && apt-get install -y python3-pip; }
+python3 -m pip install --no-cache-dir torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+python3 -m pip install --no-cache-dir -e .
+"""
+
+RUN = """#!/usr/bin/env bash
+# Gradescope runs this for every submission: grade /autograder/submission in full (training included)
+# and write /autograder/results/results.json. It always writes one, even for an unreadable submission.
+cd "${AUTOGRADER_ROOT:-/autograder}/source"
+exec "${PYTHON:-python3}" -m grader.gradescope "${AUTOGRADER_ROOT:-/autograder}"
+"""
+
+
+def build(out: Path) -> Path:
+    """Write the autograder zip: setup.sh and run_autograder at its root, beside the lab's tracked files."""
+    from .release import tracked_files
+
+    if out.suffix != ".zip":
+        out = out / "autograder.zip" if out.is_dir() else out.with_suffix(".zip")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, text in (("setup.sh", SETUP), ("run_autograder", RUN)):
+            info = zipfile.ZipInfo(name)
+            info.external_attr = 0o755 << 16  # executable, as Gradescope runs them
+            zf.writestr(info, text)
+        for rel in tracked_files():
+            if not rel.startswith((".github/", ".ci/", "bench/", "tests/", "exercises/")):
+                zf.write(ROOT / rel, rel)
+    return out
+
+
+def find(submission: Path, scratch: Path) -> Path:
+    """The folder to grade: the one holding most of the lab's files anywhere in the upload, else the
+    lesson notebook's extracted cells, else the pieces inside an uploaded .zip."""
+    from .batch import BadSubmission, unpack
+    from .pieces import MODULES
+
+    folders: dict[Path, int] = {}
+    for path in submission.rglob("*.py"):
+        if path.stem in MODULES and path.is_file() and not path.is_symlink():
+            folders[path.parent] = folders.get(path.parent, 0) + 1
+    if folders:
+        return max(sorted(folders), key=folders.get)
+    for pattern in ("*.ipynb", "*.zip"):
+        found = sorted(submission.rglob(pattern))
+        if found:
+            return unpack(found[0], scratch)
+    names = ", ".join(f"{m}.py" for m in MODULES)
+    raise BadSubmission(f"the upload holds none of the lab's files ({names}), no notebook and no .zip; upload those")
+
+
+def run(root: Path) -> dict:
+    """Grade root/submission and write root/results/results.json; returns the results."""
+    from . import report
+    from .batch import BadSubmission
+    from .check import DEFAULT_SEED, grade, resolve_seed, stage
+    from .pieces import PIECES
+    from .sandbox import Limits
+
+    results_path = root / "results" / "results.json"
+    results_path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="attnlab-gradescope-") as tmp:
+        try:
+            folder = find(root / "submission", Path(tmp) / "unpacked")
+            runs = grade(submission=stage(folder, Path(tmp) / "staged"), pieces=list(PIECES),
+                         seed=resolve_seed(None) or DEFAULT_SEED, limits=Limits())
+            results = json.loads(report.to_gradescope(runs))
+        except BadSubmission as e:
+            results = {"score": 0, "tests": [], "output": f"Not graded: {report.safe(str(e), 500)}"}
+        except Exception as e:  # noqa: BLE001 - Gradescope must always get a results file, with the reason
+            results = {"score": 0, "tests": [], "output": f"The grader failed: {type(e).__name__}: {report.safe(str(e), 300)}"}
+    results_path.write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+if __name__ == "__main__":
+    done = run(Path(sys.argv[1] if len(sys.argv) > 1 else "/autograder"))
+    print(done.get("output", ""))

@@ -33,12 +33,13 @@ def lanes(pieces: list[str], expected: dict[str, list[dict]], limits: Limits) ->
 
 def grade(
     *, submission: Path, pieces: list[str], seed: str, limits: Limits, reference: Path | None = None,
-    progress=None, zygote: Zygote | None = None,
+    progress=None, zygote: Zygote | None = None, training=None,
 ) -> list[PieceRun]:
     """Grade `pieces` of `submission`; the score is computed here, from the manifest and signed records.
 
     With a zygote given (a batch job) the pieces run one after another on it; otherwise on up to two
     zygotes of their own, the training pieces first, so a grade takes about as long as its longest piece.
+    progress(piece) hears of each piece as it starts, training(piece, event) of a training case's chunks.
     """
     where = layout.current()
     expected = manifest.read(where.manifest)
@@ -53,7 +54,8 @@ def grade(
         why = refused.get(f"{PIECES[piece].module}.py")
         if why:
             return refused_run(piece, expected[piece], why, limits)
-        return run_piece(piece, expected[piece], submission, ref, seed, limits, zyg, where.cases)
+        return run_piece(piece, expected[piece], submission, ref, seed, limits, zyg, where.cases,
+                         on_progress=(lambda event: training(piece, event)) if training else None)
 
     if zygote is not None:
         return [one(piece, zygote) for piece in pieces]
@@ -136,6 +138,26 @@ def refused_run(piece: str, expected: list[dict], why: str, limits: Limits) -> P
     return PieceRun(piece, cases)
 
 
+class TrainingDisplay:
+    """Turns a training case's progress into one line, e.g. "decoder: training step 300/700, validation
+    accuracy at 30 words 0.66, at most 14 s left", written at most every `every` seconds per piece."""
+
+    def __init__(self, write, every: float = 5.0) -> None:
+        self.write, self.every, self.last = write, every, {}
+        self.lock = threading.Lock()
+
+    def __call__(self, piece: str, event: dict) -> None:
+        step, top, seconds = int(event["step"]), int(event["max_steps"]), event["seconds"]
+        left = (top - step) * seconds / max(step, 1)  # at the rate so far; the stop rule may end it sooner
+        line = (f"{piece}: training step {step}/{top}, validation accuracy at 30 words {event['acc']:.2f}, "
+                f"at most {left:.0f} s left")
+        with self.lock:
+            now = time.monotonic()
+            if now - self.last.get(piece, -1e9) >= self.every:
+                self.last[piece] = now
+                self.write(line)
+
+
 def left_out(pieces: list[str], limits: Limits) -> tuple[int, int] | None:
     """(cases, points) a quick run leaves out of these pieces; None for a full run."""
     if not limits.quick:
@@ -154,22 +176,23 @@ def main(
     start = time.perf_counter()
     from tqdm import tqdm
 
-    # a bar on a terminal only: logs (CI, Classroom) get the table alone
-    bar = tqdm(total=len(selected), unit="piece", file=sys.stderr, disable=not sys.stderr.isatty(), leave=False)
-
+    # a bar on a terminal; logs (CI, Classroom) get a plain line every few seconds while a model trains
+    tty = sys.stderr.isatty()
+    bar = tqdm(total=len(selected), unit="piece", file=sys.stderr, disable=not tty, leave=False)
+    show = TrainingDisplay(lambda text: bar.set_postfix_str(text) if tty else print(text, file=sys.stderr, flush=True),
+                           every=0.0 if tty else 5.0)
     started = [False]
 
     def progress(piece: str) -> None:
         if started[0]:
             bar.update(1)
         started[0] = True
-        training = piece == "decoder" and not limits.quick
-        bar.set_postfix_str(f"{piece}{' (training your model, about 30 s)' if training else ''}")
+        bar.set_postfix_str(piece)
 
     with tempfile.TemporaryDirectory(prefix="attnlab-sub-") as tmp:
         try:
             runs = grade(submission=stage(submission, Path(tmp)), pieces=selected, seed=seed, limits=limits,
-                         progress=progress)
+                         progress=progress, training=show)
         finally:
             bar.close()
     seconds = round(time.perf_counter() - start, 2)

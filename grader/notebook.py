@@ -206,7 +206,7 @@ def check(piece: str, *, quick: bool = True, notebook: str | Path | None = None)
     Outside IPython, or before such a cell has run, the piece's cell is read from `notebook`.
     The code is only written to a temporary file: grade() runs it in child processes, never here.
     """
-    from .check import DEFAULT_SEED, grade
+    from .check import DEFAULT_SEED, TrainingDisplay, grade
     from .report import to_text
     from .sandbox import Limits
 
@@ -222,6 +222,8 @@ def check(piece: str, *, quick: bool = True, notebook: str | Path | None = None)
         folder = Path(tmp) / "submission"
         folder.mkdir()
         (folder / f"{PIECES[piece].module}.py").write_text(module_text(piece, code), encoding="utf-8")
-        runs = grade(submission=folder, pieces=[piece], seed=DEFAULT_SEED, limits=Limits(quick=quick))
+        # with quick=False a model trains for half a minute: a line every few seconds shows how far it got
+        runs = grade(submission=folder, pieces=[piece], seed=DEFAULT_SEED, limits=Limits(quick=quick),
+                     training=TrainingDisplay(lambda line: print(line, flush=True), every=3.0))
     print(to_text(runs, "<notebook cell>"))
     return Runs(runs)

@@ -31,6 +31,7 @@ PIECE_TIMEOUT_HELP = "seconds the piece may run; a worker's CPU-time limit follo
 KEY_FD_HELP = "file descriptor from which the parent's one-line signing key is read (then closed)"
 MANIFEST_HELP = "write every collected case's piece, points and slowness to this JSON file"
 QUICK_HELP = "skip the cases marked slow (the length-30 training run)"
+PROGRESS_HELP = "file that receives a JSON line per training chunk (step, validation accuracy) for the parent to show"
 
 state_key = pytest.StashKey[dict]()
 _outcomes_key = pytest.StashKey[list]()
@@ -50,6 +51,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--attnlab-seed", default=None, help=SEED_HELP)
     group.addoption("--attnlab-manifest", default=None, help=MANIFEST_HELP)
     group.addoption("--attnlab-quick", action="store_true", default=False, help=QUICK_HELP)
+    group.addoption("--attnlab-progress", default=None, help=PROGRESS_HELP)
     parser.addini("attnlab_seed", SEED_HELP, default="0")
 
 
@@ -83,6 +85,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "seed": config.getoption("--attnlab-seed") or config.getini("attnlab_seed"),
         "key": key,
         "quick": config.getoption("--attnlab-quick"),
+        "progress": config.getoption("--attnlab-progress"),
         "memory_gb": config.getoption("--attnlab-memory-gb"),
         "worker_fd": config.getoption("--attnlab-worker-fd"),
         "server": None,
@@ -178,6 +181,20 @@ def case_seed(st: dict, name: str) -> int:
 def case_timeout(item: pytest.Item) -> float:
     marker = item.get_closest_marker("timeout")
     return float(marker.args[0]) if marker else float(item.config.getini("timeout") or 15)
+
+
+@pytest.fixture
+def progress(request: pytest.FixtureRequest):
+    """report(**fields): one JSON line in the progress file the parent shows while a case trains (display only)."""
+    st = _state(request.config)
+    path = st and st.get("progress")
+
+    def report(**fields) -> None:
+        if path:
+            with open(path, "a") as f:
+                f.write(json.dumps({"case": request.node.name, **fields}) + "\n")
+
+    return report
 
 
 @pytest.fixture

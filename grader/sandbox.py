@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,14 +148,50 @@ def _spawn(argv: list[str], cwd: str, key: str, output: Path, limits: Limits) ->
             return proc.wait(), "timeout"
 
 
+class ProgressWatch:
+    """Reads the judge's progress lines (a training case's step and validation accuracy) while the piece
+    runs and hands each to `show`. Display only: the score never depends on them."""
+
+    def __init__(self, path: Path, show) -> None:
+        self.path, self.show, self.done, self.seen = path, show, threading.Event(), 0
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while not self.done.wait(0.5):
+            self._read()
+
+    def _read(self) -> None:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.seen)
+                chunk = f.read(1 << 16)
+        except OSError:
+            return
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        self.seen += len(complete)
+        for line in complete.splitlines():
+            try:
+                event = json.loads(line)
+                self.show({k: float(event[k]) for k in ("step", "max_steps", "acc", "seconds")})
+            except (ValueError, KeyError, TypeError):
+                continue
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join(timeout=2)
+
+
 def run_piece(
     piece: str, expected: list[dict], submission: Path, reference: Path | None, seed: str, limits: Limits,
-    zygote: Zygote | None = None, cases: Path = CASES_DIR,
+    zygote: Zygote | None = None, cases: Path = CASES_DIR, on_progress=None,
 ) -> PieceRun:
-    """Run `piece`'s cases in a fresh process and return one result per expected case."""
+    """Run `piece`'s cases in a fresh process and return one result per expected case; on_progress(event)
+    hears of a training case's progress (step, max_steps, acc, seconds) while it runs."""
     key = secrets.token_hex(32)
     with tempfile.TemporaryDirectory(prefix="attnlab-") as tmp:
         records = Path(tmp) / "records.jsonl"
+        progress = Path(tmp) / "progress.jsonl"
         ini = Path(tmp) / "pytest.ini"
         ini.write_text(f"[pytest]\ntimeout = {limits.case_timeout:g}\ntimeout_method = signal\n")
         out_path = Path(tmp) / "output.txt"
@@ -165,9 +202,10 @@ def run_piece(
             "--rootdir", tmp, "-c", str(ini), "--attnlab-submission", str(submission), "--attnlab-piece", piece,
             "--attnlab-records", str(records), "--attnlab-seed", seed, "--attnlab-reference", str(reference or ""),
             "--attnlab-memory-gb", f"{limits.memory_gb:g}", "--attnlab-piece-timeout", f"{limits.piece_timeout:g}",
-            str(cases / f"test_{piece}.py"),
+            "--attnlab-progress", str(progress), str(cases / f"test_{piece}.py"),
         ] + (["--attnlab-quick"] if limits.quick else [])
         start = time.perf_counter()
+        watch = ProgressWatch(progress, on_progress) if on_progress else None
         if zygote is not None and zygote.alive():
             try:
                 code, status = zygote.run(argv, tmp, key, out_path, limits)
@@ -176,6 +214,8 @@ def run_piece(
         else:
             code, status = _spawn(argv, tmp, key, out_path, limits)
         seconds = time.perf_counter() - start
+        if watch:
+            watch.stop()
         got = _read_records(records, key)
         # the tail of what the submission printed (pytest's own reporter is off in the child)
         output = _tail(out_path)

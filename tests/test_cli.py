@@ -116,3 +116,18 @@ def test_a_notebook_is_reported_under_its_own_path():
     result = run(str(ROOT / "exercises" / "lesson.ipynb"), "context", "--quick")
     assert f"Attention lab: grading {ROOT / 'exercises' / 'lesson.ipynb'}" in result.output
     assert "attnlab-cli-" not in result.output
+
+
+def test_a_training_case_shows_its_steps_accuracy_and_time_left_in_plain_lines_for_logs(tmp_path):
+    import subprocess
+    import sys
+
+    from grader import ROOT
+
+    # stderr is a pipe here, as in CI or Classroom: plain lines, a few seconds apart, then the table
+    done = subprocess.run([sys.executable, "-m", "grader", "decoder", "--submission", str(REFERENCE)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [ln for ln in done.stderr.splitlines() if ln.startswith("decoder: training step ")]
+    assert lines and all("validation accuracy at 30 words" in ln and "s left" in ln for ln in lines)
+    assert "/700" in lines[0] and "Total: 18/18" in done.stdout

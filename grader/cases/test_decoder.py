@@ -150,13 +150,13 @@ def test_cuda_matches_cpu(sub, ref):
 @pytest.mark.points(5)
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # about 25 s on 2 idle cores; generous for busy machines
-def test_trained_by_the_grader_it_translates_length_30_sentences(sub, ref):
+def test_trained_by_the_grader_it_translates_length_30_sentences(sub, ref, progress):
     cfg = train.graded()
     checks.call(sub.seed_worker, cfg.seed, what="seeding")
     model = util.build(sub, "Seq2SeqAttn", len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim)
     # the lab's trained encoder and attention, which this piece runs on; the decoder's own weights stay seeded
     acc = util.graded_training(model, cfg, artifacts.load_warm_start(), "your Seq2SeqAttn",
-                               "keep the constructor as given (self.encoder, self.decoder.attn)")
+                               "keep the constructor as given (self.encoder, self.decoder.attn)", progress)
     if acc < 0.90:
         checks.fail(f"after the grader's training run your model reaches {acc:.3f} greedy token accuracy at source "
                     "length 30; it needs 0.90. The other decoder cases point at the step that is off.")

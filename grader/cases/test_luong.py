@@ -83,7 +83,7 @@ def test_cuda_matches_cpu(sub, ref):
 @pytest.mark.points(5)
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # about 25 s on 2 idle cores; generous for busy machines
-def test_trained_by_the_grader_luongs_model_with_it_translates_length_30_sentences(sub, ref):
+def test_trained_by_the_grader_luongs_model_with_it_translates_length_30_sentences(sub, ref, progress):
     cfg = train.graded()
     checks.call(sub.seed_worker, cfg.seed, what="seeding")
     attn = util.build(sub, "LuongDotAttention")
@@ -91,7 +91,7 @@ def test_trained_by_the_grader_luongs_model_with_it_translates_length_30_sentenc
     model = checks.call(sub.new, "@lab:Seq2SeqLuong", len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim,
                         cfg.hidden_dim, sub.ref(attn.name), what="the lab's Luong model around your LuongDotAttention")
     acc = util.graded_training(model, cfg, artifacts.load_warm_start("luong"), "the Luong model with your attention",
-                               "LuongDotAttention must be a module without parameters of its own")
+                               "LuongDotAttention must be a module without parameters of its own", progress)
     if acc < 0.90:
         checks.fail(f"trained by the grader, Luong's decoder with your LuongDotAttention reaches {acc:.3f} greedy token "
                     "accuracy at source length 30; it needs 0.90. Gradients must flow through your scores and weights "

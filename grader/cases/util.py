@@ -64,9 +64,13 @@ def decoded_accuracy(remote: RemoteSeq2Seq, pairs: list, what: str) -> dict[int,
                     "must return (logits, state, alpha) as documented.")
 
 
-def graded_training(model, cfg: train.TrainConfig, warm: dict, what: str, layout_hint: str) -> float:
+def graded_training(model, cfg: train.TrainConfig, warm: dict, what: str, layout_hint: str, progress=None) -> float:
     """Load the warm-start parameters into `model` (a worker handle), train it with the trusted schedule
-    until the stop rule, and return its greedy token accuracy on the test sentences of length 30."""
+    until the stop rule, and return its greedy token accuracy on the test sentences of length 30.
+    progress(step=, max_steps=, acc=, seconds=) hears of every chunk, for the parent's display."""
+    import time
+
+    start = time.perf_counter()
     lacks = checks.call(model.load, warm, False, what="loading the lab's trained parameters")
     if not isinstance(lacks, list) or lacks:
         checks.fail(f"{what} lacks {str(lacks[0] if isinstance(lacks, list) else lacks)[:80]!r}; {layout_hint}.")
@@ -79,7 +83,10 @@ def graded_training(model, cfg: train.TrainConfig, warm: dict, what: str, layout
         step = checks.call(model.train_steps, fields, cfg.eval_every - step % cfg.eval_every, what=f"training {what}")
         if type(step) is not int:
             checks.fail("the training run did not report its step count.")
-        if cfg.met(decoded_accuracy(remote, valid, what)):
+        acc = decoded_accuracy(remote, valid, what)
+        if progress:
+            progress(step=step, max_steps=cfg.max_steps, acc=acc[cfg.target_len], seconds=time.perf_counter() - start)
+        if cfg.met(acc):
             break
     test30 = [p for p in toy.read_split("test") if len(p[0]) == 30]
     return decoded_accuracy(remote, test30, what)[30]

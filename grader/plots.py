@@ -402,7 +402,9 @@ def _child(submission: Path, out: Path) -> None:
         def progress(step: int, total: int, loss: float) -> None:
             if step % PROGRESS_EVERY == 0 or step == total:
                 seconds = time.perf_counter() - start
-                print(f"plots: {name} step {step}/{total}  loss {loss:.3f}  {seconds:.0f} s", file=sys.stderr, flush=True)
+                left = (total - step) * seconds / step  # at the rate so far; the early stop may end it sooner
+                print(f"plots: {name} step {step}/{total}  loss {loss:.3f}  {seconds:.0f} s, at most {left:.0f} s left",
+                      file=sys.stderr, flush=True)
 
         cfg = cfgs[name]
         result = train.train(model, cfg, progress)

@@ -34,7 +34,7 @@ def test_an_empty_folder_is_a_usage_error(tmp_path):
 def test_json_reports_score_max_score_and_pieces_and_exit_0_when_all_pass():
     result = run("context", "luong", "--submission", str(REFERENCE), "--format", "json")
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)  # the training's progress lines go to stderr, the report alone to stdout
     assert report["score"] == report["max_score"] > 0
     assert [p["name"] for p in report["pieces"]] == ["context", "luong"]
     case = report["pieces"][0]["cases"][0]

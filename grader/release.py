@@ -57,8 +57,11 @@ most slips quickly, but passing them is not the grade.
 
 ```bash
 grade additive context           # just these pieces
-grade --plots plots/             # train your model; write its attention heatmap and length curve
+grade --plots plots/             # train your Bahdanau and Luong models; write heat maps and length curves
 ```
+
+Two graded cases train a model (your decoder; Luong's decoder around your `LuongDotAttention`), side by
+side, in about half a minute on a laptop and a minute or two in Classroom; `grade` shows their progress.
 """
 
 

@@ -39,7 +39,8 @@ def grade(
 
     With a zygote given (a batch job) the pieces run one after another on it; otherwise on up to two
     zygotes of their own, the training pieces first, so a grade takes about as long as its longest piece.
-    progress(piece) hears of each piece as it starts, training(piece, event) of a training case's chunks.
+    progress(piece) hears of each piece as it starts and progress(piece, finished=True) as it ends;
+    training(piece, event) hears of a training case's chunks.
     """
     where = layout.current()
     expected = manifest.read(where.manifest)
@@ -53,9 +54,14 @@ def grade(
                 progress(piece)
         why = refused.get(f"{PIECES[piece].module}.py")
         if why:
-            return refused_run(piece, expected[piece], why, limits)
-        return run_piece(piece, expected[piece], submission, ref, seed, limits, zyg, where.cases,
-                         on_progress=(lambda event: training(piece, event)) if training else None)
+            run = refused_run(piece, expected[piece], why, limits)
+        else:
+            run = run_piece(piece, expected[piece], submission, ref, seed, limits, zyg, where.cases,
+                            on_progress=(lambda event: training(piece, event)) if training else None)
+        if progress:
+            with shown:
+                progress(piece, finished=True)
+        return run
 
     if zygote is not None:
         return [one(piece, zygote) for piece in pieces]
@@ -140,22 +146,27 @@ def refused_run(piece: str, expected: list[dict], why: str, limits: Limits) -> P
 
 class TrainingDisplay:
     """Turns a training case's progress into one line, e.g. "decoder: training step 300/700, validation
-    accuracy at 30 words 0.66, at most 14 s left", written at most every `every` seconds per piece."""
+    accuracy at 30 words 0.66, at most 14 s left", written at most every `every` seconds per piece; or,
+    `short`, into a progress bar's text holding every training piece's latest step."""
 
-    def __init__(self, write, every: float = 5.0) -> None:
-        self.write, self.every, self.last = write, every, {}
+    def __init__(self, write, every: float = 5.0, short: bool = False) -> None:
+        self.write, self.every, self.short, self.last = write, every, short, {}
+        self.latest: dict[str, str] = {}
         self.lock = threading.Lock()
 
     def __call__(self, piece: str, event: dict) -> None:
         step, top, seconds = int(event["step"]), int(event["max_steps"]), event["seconds"]
         left = (top - step) * seconds / max(step, 1)  # at the rate so far; the stop rule may end it sooner
-        line = (f"{piece}: training step {step}/{top}, validation accuracy at 30 words {event['acc']:.2f}, "
-                f"at most {left:.0f} s left")
         with self.lock:
+            if self.short:  # a progress bar's text: every training piece at once, the latest of each
+                self.latest[piece] = f"{piece} step {step}/{top}, acc@30 {event['acc']:.2f}, <= {left:.0f} s"
+                self.write(" | ".join(self.latest.values()))
+                return
             now = time.monotonic()
             if now - self.last.get(piece, -1e9) >= self.every:
                 self.last[piece] = now
-                self.write(line)
+                self.write(f"{piece}: training step {step}/{top}, validation accuracy at 30 words {event['acc']:.2f}, "
+                           f"at most {left:.0f} s left")
 
 
 def left_out(pieces: list[str], limits: Limits) -> tuple[int, int] | None:
@@ -178,16 +189,15 @@ def main(
 
     # a bar on a terminal; logs (CI, Classroom) get a plain line every few seconds while a model trains
     tty = sys.stderr.isatty()
-    bar = tqdm(total=len(selected), unit="piece", file=sys.stderr, disable=not tty, leave=False)
+    bar = tqdm(total=len(selected), unit="piece", file=sys.stderr, disable=not tty, leave=False,
+               bar_format="{n}/{total} pieces done [{elapsed}]{postfix}")  # no bar graphic: room for the text
     show = TrainingDisplay(lambda text: bar.set_postfix_str(text) if tty else print(text, file=sys.stderr, flush=True),
-                           every=0.0 if tty else 5.0)
-    started = [False]
-
-    def progress(piece: str) -> None:
-        if started[0]:
+                           every=5.0, short=tty)
+    def progress(piece: str, finished: bool = False) -> None:
+        if finished:
             bar.update(1)
-        started[0] = True
-        bar.set_postfix_str(piece)
+        elif not show.latest:  # a training piece's own text, once there is one, says more
+            bar.set_postfix_str(piece)
 
     with tempfile.TemporaryDirectory(prefix="attnlab-sub-") as tmp:
         try:

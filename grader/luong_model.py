@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from .baseline import Encoder
+from .baseline import Encoder, decode_teacher_forced
 
 
 class LuongDecoder(nn.Module):
@@ -65,16 +65,4 @@ class Seq2SeqLuong(nn.Module):
         teacher_forcing_ratio: float = 1.0,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Predict tgt[:, 1:] from tgt[:, :-1]: logits (B, T_tgt - 1, V) and alpha (B, T_tgt - 1, T_src)."""
-        outputs, (h, c) = self.encoder(src)  # (B, T_src, H); (1, B, H) each
-        state: tuple[torch.Tensor, ...] = (h[-1], c[-1])  # (B, H) each
-        y_prev = tgt[:, :1]  # (B, 1), <sos>
-        all_logits, all_alpha = [], []
-        for t in range(1, tgt.size(1)):
-            logits, state, alpha = self.decoder.forward_step(y_prev, state, outputs, src_mask)
-            all_logits.append(logits)
-            all_alpha.append(alpha)
-            if teacher_forcing_ratio >= 1.0 or torch.rand(()).item() < teacher_forcing_ratio:
-                y_prev = tgt[:, t : t + 1]
-            else:
-                y_prev = logits.argmax(-1, keepdim=True)
-        return torch.stack(all_logits, dim=1), torch.stack(all_alpha, dim=1)
+        return decode_teacher_forced(self, src, src_mask, tgt, teacher_forcing_ratio)

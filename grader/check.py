@@ -24,13 +24,6 @@ def resolve_seed(seed: str | None) -> str:
     return seed or os.environ.get("ATTNLAB_SEED") or DEFAULT_SEED
 
 
-def lanes(pieces: list[str], expected: dict[str, list[dict]], limits: Limits) -> int:
-    """How many pieces run at once: one per core, up to two, when a piece trains (it takes most of the
-    time, and each judge's worker trains on one thread, so the numbers match a batch's one-at-a-time run)."""
-    trains = any(c.get("slow") for p in pieces for c in selected(expected[p], limits))
-    return min(2, os.cpu_count() or 1, len(pieces)) if trains else 1
-
-
 def grade(
     *, submission: Path, pieces: list[str], seed: str, limits: Limits, reference: Path | None = None,
     progress=None, zygote: Zygote | None = None, training=None,
@@ -65,10 +58,12 @@ def grade(
 
     if zygote is not None:
         return [one(piece, zygote) for piece in pieces]
-    n = lanes(pieces, expected, limits)
-    # slow pieces first: each starts at once on a lane of its own, the quick ones fill in behind
-    queue = sorted(pieces, key=lambda p: not any(c.get("slow") for c in selected(expected[p], limits)))
-    todo = iter(queue)
+    # With a training piece, one lane per core, up to two: training takes most of the time, and each judge's
+    # worker trains on one thread, so the numbers match a batch's one-at-a-time run. Training pieces go
+    # first, each at once on a lane of its own; the quick ones fill in behind.
+    trains = [p for p in pieces if any(c.get("slow") for c in selected(expected[p], limits))]
+    n = min(2, os.cpu_count() or 1, len(pieces)) if trains else 1
+    todo = iter(trains + [p for p in pieces if p not in trains])
     done: dict[str, PieceRun] = {}
     take = threading.Lock()
     errors: list[BaseException] = []
@@ -173,7 +168,8 @@ def left_out(pieces: list[str], limits: Limits) -> tuple[int, int] | None:
     """(cases, points) a quick run leaves out of these pieces; None for a full run."""
     if not limits.quick:
         return None
-    slow = [c for p in pieces for c in manifest.read(layout.current().manifest)[p] if c.get("slow")]
+    expected = manifest.read(layout.current().manifest)
+    slow = [c for p in pieces for c in expected[p] if c.get("slow")]
     return (len(slow), sum(c["points"] for c in slow)) if slow else None
 
 
@@ -193,6 +189,7 @@ def main(
                bar_format="{n}/{total} pieces done [{elapsed}]{postfix}")  # no bar graphic: room for the text
     show = TrainingDisplay(lambda text: bar.set_postfix_str(text) if tty else print(text, file=sys.stderr, flush=True),
                            every=5.0, short=tty)
+
     def progress(piece: str, finished: bool = False) -> None:
         if finished:
             bar.update(1)

@@ -78,7 +78,7 @@ def run(root: Path) -> dict:
     """Grade root/submission and write root/results/results.json; returns the results."""
     from . import report
     from .batch import BadSubmission
-    from .check import DEFAULT_SEED, grade, resolve_seed, stage
+    from .check import grade, resolve_seed, stage
     from .pieces import PIECES
     from .sandbox import Limits
 
@@ -88,8 +88,8 @@ def run(root: Path) -> dict:
         try:
             folder = find(root / "submission", Path(tmp) / "unpacked")
             runs = grade(submission=stage(folder, Path(tmp) / "staged"), pieces=list(PIECES),
-                         seed=resolve_seed(None) or DEFAULT_SEED, limits=Limits())
-            results = json.loads(report.to_gradescope(runs))
+                         seed=resolve_seed(None), limits=Limits())
+            results = report.gradescope_results(runs)
         except BadSubmission as e:
             results = {"score": 0, "tests": [], "output": f"Not graded: {report.safe(str(e), 500)}"}
         except Exception as e:  # noqa: BLE001 - Gradescope must always get a results file, with the reason

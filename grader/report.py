@@ -138,7 +138,7 @@ def to_classroom(runs: list[PieceRun]) -> str:
     return base64.b64encode(json.dumps(classroom_payload(runs)).encode()).decode()
 
 
-def to_gradescope(runs: list[PieceRun], quick: tuple[int, int] | None = None) -> str:
+def gradescope_results(runs: list[PieceRun], quick: tuple[int, int] | None = None) -> dict:
     """Gradescope's results.json: one test per case with its own score and max_score."""
     tests = []
     for run in runs:
@@ -152,9 +152,12 @@ def to_gradescope(runs: list[PieceRun], quick: tuple[int, int] | None = None) ->
                 "visibility": "visible",
             })
     total, top = total_score(runs)
-    return json.dumps({"score": total, "tests": tests, "visibility": "visible", "stdout_visibility": "hidden",
-                       "output": f"Attention lab: {total}/{top}" + (f" ({quick_note(quick)})" if quick else "")},
-                      indent=2)
+    return {"score": total, "tests": tests, "visibility": "visible", "stdout_visibility": "hidden",
+            "output": f"Attention lab: {total}/{top}" + (f" ({quick_note(quick)})" if quick else "")}
+
+
+def to_gradescope(runs: list[PieceRun], quick: tuple[int, int] | None = None) -> str:
+    return json.dumps(gradescope_results(runs, quick), indent=2)
 
 
 def to_junit(runs: list[PieceRun], quick: tuple[int, int] | None = None) -> str:

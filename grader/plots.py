@@ -141,7 +141,7 @@ def length_curve(
         for k, (label, curve) in enumerate(curves.items()):
             xs = sorted(curve)
             longest = max(longest, *xs) if xs else longest
-            kind, color = (list(styles) + default[len(styles):])[k] if k < len(styles) else default[k % len(default)]
+            kind, color = styles[k] if k < len(styles) else default[k % len(default)]
             ax.plot(xs, [curve[x] for x in xs], label=label, color=color, **LINES[kind])
         if mark is not None:
             ax.axvline(mark, color="#999999", linewidth=1, linestyle=":", zorder=1)

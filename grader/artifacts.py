@@ -36,6 +36,20 @@ def build(ref) -> dict[str, str]:
     return {**build_eval_model(ref.decoder), **build_curves(ref.decoder.Seq2SeqAttn, ref.luong.LuongDotAttention)}
 
 
+def _state_bytes(state: dict[str, torch.Tensor]) -> bytes:
+    buf = io.BytesIO()
+    torch.save({k: v.contiguous() for k, v in state.items()}, buf)
+    return buf.getvalue()
+
+
+def _verified(name: str) -> bytes:
+    """An artifact's bytes, refused unless they match the checksum recorded for them."""
+    data = (DIR / name).read_bytes()
+    if _sha(data) != json.loads(SUMS.read_text()).get(name):
+        raise RuntimeError(f"grader/artifacts/{name} does not match its checksum; rebuild it with `grade artifacts`")
+    return data
+
+
 def _record(name: str, data: bytes) -> dict[str, str]:
     """Write one artifact and merge its checksum into SHA256SUMS.json, leaving the others as they are."""
     DIR.mkdir(exist_ok=True)
@@ -52,9 +66,7 @@ def build_eval_model(ref_decoder_module) -> dict[str, str]:
     torch.manual_seed(cfg.seed)
     model = ref_decoder_module.Seq2SeqAttn(len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim)
     train.train(model, cfg)
-    buf = io.BytesIO()
-    torch.save({k: v.contiguous() for k, v in model.state_dict().items()}, buf)
-    return _record(name, buf.getvalue())
+    return _record(name, _state_bytes(model.state_dict()))
 
 
 def build_curves(attn_cls: type[nn.Module], luong_attn_cls: type[nn.Module],
@@ -69,9 +81,9 @@ def build_curves(attn_cls: type[nn.Module], luong_attn_cls: type[nn.Module],
     test = toy.read_split("test")
     curves: dict[str, dict[str, float]] = {}
     out = {}
-    models = (("reference", lambda *a: attn_cls(*a), cfg, "bahdanau", train.WARM_PARTS),
+    models = (("reference", attn_cls, cfg, "bahdanau", train.WARM_PARTS),
               ("luong", lambda *a: Seq2SeqLuong(*a, luong_attn_cls()), train.luong(), "luong", train.LUONG_WARM_PARTS),
-              ("baseline", lambda *a: Seq2SeqBaseline(*a), cfg, None, ()))
+              ("baseline", Seq2SeqBaseline, cfg, None, ()))
     for label, make, run_cfg, warm, parts in models:
         torch.manual_seed(run_cfg.seed)  # as the graded cases seed the student's model
         model = make(len(toy.SRC_ITOS), len(toy.TGT_ITOS), run_cfg.embed_dim, run_cfg.hidden_dim)
@@ -79,9 +91,7 @@ def build_curves(attn_cls: type[nn.Module], luong_attn_cls: type[nn.Module],
         acc = accuracy_by_length(model, test)
         curves[label] = {str(n): round(a, 4) for n, a in sorted(acc.items())}
         if warm:
-            buf = io.BytesIO()
-            torch.save({k: v.contiguous() for k, v in model.state_dict().items() if k.startswith(parts)}, buf)
-            out.update(_record(WARM[warm], buf.getvalue()))
+            out.update(_record(WARM[warm], _state_bytes({k: v for k, v in model.state_dict().items() if k.startswith(parts)})))
         if progress:
             progress(f"{label}: {result.steps} steps in {result.seconds:.0f} s, accuracy at 30 words {acc[30]:.3f}")
     return {**out, **_record(name, (json.dumps(curves, indent=1) + "\n").encode())}
@@ -90,10 +100,7 @@ def build_curves(attn_cls: type[nn.Module], luong_attn_cls: type[nn.Module],
 def load_eval_model(model_cls) -> nn.Module:
     """The half-trained evaluation model, checked against its recorded checksum."""
     name, cfg = EVAL_MODEL
-    data = (DIR / name).read_bytes()
-    want = json.loads(SUMS.read_text())[name]
-    if _sha(data) != want:
-        raise RuntimeError(f"grader/artifacts/{name} does not match its checksum; rebuild it with `grade artifacts`")
+    data = _verified(name)
     model = model_cls(len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim)
     model.load_state_dict(torch.load(io.BytesIO(data), weights_only=True))
     return model.eval()
@@ -102,17 +109,10 @@ def load_eval_model(model_cls) -> nn.Module:
 def load_warm_start(kind: str = "bahdanau") -> dict[str, torch.Tensor]:
     """Where a graded training case starts ("bahdanau": the trained reference's encoder and attention;
     "luong": the trained Luong model's encoder), checked against the recorded checksum."""
-    name = WARM[kind]
-    data = (DIR / name).read_bytes()
-    if _sha(data) != json.loads(SUMS.read_text()).get(name):
-        raise RuntimeError(f"grader/artifacts/{name} does not match its checksum; rebuild it with `grade artifacts`")
-    return torch.load(io.BytesIO(data), weights_only=True)
+    return torch.load(io.BytesIO(_verified(WARM[kind])), weights_only=True)
 
 
 def load_curves() -> dict[str, dict[int, float]]:
-    """The reference's and the baseline's test accuracy by source length, checked against the checksum."""
-    name, _ = CURVES
-    data = (DIR / name).read_bytes()
-    if _sha(data) != json.loads(SUMS.read_text()).get(name):
-        raise RuntimeError(f"grader/artifacts/{name} does not match its checksum; rebuild it with `grade artifacts`")
+    """The reference's, Luong's and the baseline's test accuracy by source length, checked against the checksum."""
+    data = _verified(CURVES[0])
     return {label: {int(n): float(a) for n, a in curve.items()} for label, curve in json.loads(data).items()}

@@ -41,9 +41,17 @@ def _seal_key(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 
 
 def _submission(path: Path, scratch: Path) -> Path:
-    """The folder to grade: `path` itself, or the piece cells of a notebook extracted into `scratch`."""
+    """The folder to grade: `path` itself, or the piece cells of a notebook extracted into `scratch`.
+
+    In a folder that holds lesson.ipynb (exercises/), each piece's .py file is graded unless it is still the
+    untouched stub; then the notebook's cell for the piece is (notebook.combine). Working only in the
+    notebook thus earns the same grade, in Classroom too, as editing the files; stderr says which was graded.
+    """
+    from .notebook import NOTEBOOK, NotebookError
+
+    given = path
     if path.suffix == ".ipynb" and path.is_file():
-        from .notebook import NotebookError, extract
+        from .notebook import extract
 
         try:
             return extract(path, scratch / "notebook").resolve()
@@ -53,8 +61,16 @@ def _submission(path: Path, scratch: Path) -> Path:
         raise click.BadParameter(f"{path} does not exist; pass the folder that holds your encoder.py, additive.py, ...", param_hint="--submission")
     if not path.is_dir():
         raise click.BadParameter(f"{path} is a file; pass the folder laid out like exercises/", param_hint="--submission")
+    if (path / NOTEBOOK.name).is_file():
+        from .notebook import combine, describe
+
+        try:
+            path, files = combine(path, scratch / "combined")
+            click.echo(describe(files), err=True)
+        except NotebookError as e:  # the .py files can still be graded; say why the notebook was not read
+            click.echo(f"{e}; graded: the .py files only", err=True)
     if not any((path / f"{m}.py").is_file() for m in MODULES):
-        raise click.BadParameter(f"{path} holds none of the lab's files ({', '.join(m + '.py' for m in MODULES)})", param_hint="--submission")
+        raise click.BadParameter(f"{given} holds none of the lab's files ({', '.join(m + '.py' for m in MODULES)})", param_hint="--submission")
     return path.resolve()
 
 
@@ -202,7 +218,10 @@ def release_solutions(out: Path, no_execute: bool) -> None:
     """The reference code and the solution notebook, executed, with its plots."""
     from . import release as verb
 
-    click.echo(f"wrote the solutions to {verb.solutions(out, execute=not no_execute)}")
+    try:
+        click.echo(f"wrote the solutions to {verb.solutions(out, execute=not no_execute)}")
+    except verb.ReleaseError as e:
+        raise click.UsageError(str(e)) from None
 
 
 @cli.command()

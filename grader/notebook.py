@@ -3,12 +3,21 @@
 - `build` / `write` make exercises/lesson.ipynb from the same sources as exercises/*.py, so the two
   cannot drift; every piece is one code cell tagged `piece:<name>` whose first line is `# piece: <name>`.
 - `extract` turns a notebook's piece cells back into `<module>.py` files laid out like exercises/.
+- `combine` is what `grade` grades in a folder that holds lesson.ipynb (exercises/): per piece its `.py`
+  file, unless that file is still the untouched generated stub, in which case the notebook's cell, so a
+  student who works only in the notebook gets the same grade as one who edits the files.
 - `check` grades one piece from inside a running kernel, the way otter's `grader.check` does.
+
+Building needs reference/ (an instructor's checkout); extracting, combining and checking do not: what
+they need about a piece comes from the registry in grader/pieces.py, as in a student release.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,19 +62,26 @@ def _nbformat():
 
 # --- building -----------------------------------------------------------------------------------
 
+def as_cell(piece: str, module_source: str) -> str:
+    """A module's text as the piece's cell: without the stub header, the future import and the relative
+    imports (cells share one namespace), under the `# piece: <name>` marker."""
+    text = module_source.removeprefix(STUB_HEADER)
+    kept = [ln for ln in text.splitlines() if not ln.startswith("from __future__") and not _RELATIVE.match(ln)]
+    body = re.sub(r"\n{4,}", "\n\n\n", "\n".join(kept)).strip("\n")  # removed lines leave gaps
+    return f"# piece: {piece}\n{body}\n"
+
+
 def cell_code(piece: str, source: str = "stubs") -> str:
-    """A piece's cell: its module without the future import and relative imports (cells share a namespace)."""
+    """A piece's cell from the reference (an instructor's checkout): its stub ("stubs") or its solution."""
     module = PIECES[piece].module
     text = (REFERENCE / f"{module}.py").read_text()
     if source == "stubs":
-        text = stub_source(text, piece).removeprefix(STUB_HEADER)
+        text = stub_source(text, piece)
     elif source == "reference":
         text = "".join(ln for ln in text.splitlines(keepends=True) if not _SOLUTION_MARKER.match(ln))
     else:
         raise ValueError(f"source must be 'stubs' or 'reference', not {source!r}")
-    kept = [ln for ln in text.splitlines() if not ln.startswith("from __future__") and not _RELATIVE.match(ln)]
-    body = re.sub(r"\n{4,}", "\n\n\n", "\n".join(kept)).strip("\n")  # removed lines leave gaps
-    return f"# piece: {piece}\n{body}\n"
+    return as_cell(piece, text)
 
 
 def build(source: str = "stubs") -> nbformat.NotebookNode:
@@ -151,9 +167,9 @@ def piece_cells(nb: nbformat.NotebookNode) -> dict[str, str]:
 
 
 def module_text(piece: str, code: str) -> str:
-    """A piece's cell code as a module: the fixed header, the reference's relative imports, then the cell."""
-    module = PIECES[piece].module
-    relative = [ln for ln in (REFERENCE / f"{module}.py").read_text().splitlines() if ln.startswith("from .")]
+    """A piece's cell code as a module: the fixed header, the piece's relative imports (from the registry,
+    which a student release has; never from reference/, which it has not), then the cell."""
+    relative = list(PIECES[piece].imports)
     lines = [f"# {ln}  (notebook-only line, left out)" if _NOTEBOOK_ONLY.match(ln) else ln for ln in code.splitlines()]
     header = FIXED_HEADER + ("\n" + "\n".join(relative) + "\n" if relative else "")
     return header + "\n\n" + "\n".join(lines).strip("\n") + "\n"
@@ -171,6 +187,110 @@ def extract(nb_path: Path, into: Path) -> Path:
     for piece, code in cells.items():
         (into / f"{PIECES[piece].module}.py").write_text(module_text(piece, code), encoding="utf-8")
     return into
+
+
+# --- the notebook or the files: what `grade` grades in exercises/ ----------------------------------
+
+def normal(text: str) -> str:
+    """Text compared as a file's or a cell's content: line endings, trailing spaces and blank edges aside."""
+    return "\n".join(line.rstrip() for line in text.splitlines()).strip("\n") + "\n"
+
+
+def digest(text: str) -> str:
+    """A short digest of normal(text): how the registry recognises a piece's untouched stub."""
+    return hashlib.sha256(normal(text).encode()).hexdigest()[:16]
+
+
+def _regular_text(path: Path) -> str | None:
+    """A regular file's text (never through a link; None for anything else, or unreadable, or too big)."""
+    from .check import MAX_FILE
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        data = f.read(MAX_FILE + 1)
+    try:
+        return data.decode("utf-8") if len(data) <= MAX_FILE else None
+    except UnicodeDecodeError:
+        return None
+
+
+def _carry(src: Path, dest: Path) -> None:
+    """Put `src` at `dest` as grading would find it: a regular file copied, a link or anything else kept
+    as something that is not a regular file, so staging refuses it with the same reason."""
+    try:
+        info = os.lstat(src)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode):
+        os.symlink(os.readlink(src), dest)
+    elif stat.S_ISREG(info.st_mode):
+        from .check import MAX_FILE
+
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            dest.write_bytes(f.read(MAX_FILE + 1))  # staging refuses one over the limit, as it would the original
+    else:
+        dest.mkdir()
+
+
+def graded_files(folder: Path) -> dict[str, str]:
+    """{piece: the file `grade` grades for it} in a folder holding lesson.ipynb: `<module>.py`, unless that
+    file is still the untouched generated stub (or missing) and the notebook's cell for the piece is not."""
+    folder = Path(folder)
+    files = {piece: f"{p.module}.py" for piece, p in PIECES.items()}
+    nb_path = folder / NOTEBOOK.name
+    if not nb_path.is_file():
+        return files
+    cells = piece_cells(read(nb_path))
+    for piece, p in PIECES.items():
+        code = cells.get(piece)
+        if code is None:
+            continue
+        py = folder / f"{p.module}.py"
+        if not os.path.lexists(py):
+            files[piece] = nb_path.name
+            continue
+        text = _regular_text(py)
+        if text is not None and digest(text) == p.stub_digest and normal(code) != normal(as_cell(piece, text)):
+            files[piece] = nb_path.name
+    return files
+
+
+def combine(folder: Path, into: Path) -> tuple[Path, dict[str, str]]:
+    """The folder to grade for `folder` and {piece: file graded} (see graded_files): `folder` itself when
+    every piece is graded from its .py file, else `into` (created) with the notebook's cells written as
+    modules beside the other pieces' files."""
+    folder = Path(folder)
+    files = graded_files(folder)
+    if all(f.endswith(".py") for f in files.values()):
+        return folder, files
+    into = Path(into)
+    into.mkdir(parents=True)
+    cells = piece_cells(read(folder / NOTEBOOK.name))
+    for piece, p in PIECES.items():
+        dest = into / f"{p.module}.py"
+        if files[piece].endswith(".py"):
+            _carry(folder / files[piece], dest)
+        else:
+            dest.write_text(module_text(piece, cells[piece]), encoding="utf-8")
+    return into, files
+
+
+def describe(files: dict[str, str]) -> str:
+    """One line saying which file was graded for which piece."""
+    nb = sorted({f for f in files.values() if not f.endswith(".py")})
+    from_nb = [piece for piece, f in files.items() if not f.endswith(".py")]
+    from_py = [f for f in files.values() if f.endswith(".py")]
+    if not from_nb:
+        return (f"graded: the .py files ({', '.join(from_py)}); {NOTEBOOK.name} counts only for a piece whose "
+                ".py file is still the untouched stub")
+    said = f"graded from {', '.join(nb)} (their .py files are untouched stubs): {', '.join(from_nb)}"
+    return said + (f"; from the .py files: {', '.join(from_py)}" if from_py else "")
 
 
 # --- grading from a kernel ----------------------------------------------------------------------
@@ -206,7 +326,8 @@ def check(piece: str, *, quick: bool = True, notebook: str | Path | None = None)
     Outside IPython, or before such a cell has run, the piece's cell is read from `notebook`.
     The code is only written to a temporary file: grade() runs it in child processes, never here.
     """
-    from .check import DEFAULT_SEED, TrainingDisplay, grade
+    from . import layout
+    from .check import DEFAULT_SEED, PUBLIC_NOTE, TrainingDisplay, grade, left_out
     from .report import to_text
     from .sandbox import Limits
 
@@ -223,7 +344,9 @@ def check(piece: str, *, quick: bool = True, notebook: str | Path | None = None)
         folder.mkdir()
         (folder / f"{PIECES[piece].module}.py").write_text(module_text(piece, code), encoding="utf-8")
         # with quick=False a model trains for half a minute: a line every few seconds shows how far it got
-        runs = grade(submission=folder, pieces=[piece], seed=DEFAULT_SEED, limits=Limits(quick=quick),
+        limits = Limits(quick=quick)
+        runs = grade(submission=folder, pieces=[piece], seed=DEFAULT_SEED, limits=limits,
                      training=TrainingDisplay(lambda line: print(line, flush=True), every=3.0))
-    print(to_text(runs, "<notebook cell>"))
+    table = to_text(runs, "<notebook cell>", quick=left_out([piece], limits))  # says what a quick run left out
+    print(PUBLIC_NOTE + "\n\n" + table if layout.current().public else table)
     return Runs(runs)

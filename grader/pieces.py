@@ -1,4 +1,10 @@
-"""The six pieces of the lab: their names, files and what a student writes in each."""
+"""The six pieces of the lab: their names, files and what a student writes in each.
+
+Also what a student release needs about each piece and cannot take from reference/ (which it does not
+have): the relative imports its module makes (a notebook cell is given them back as a module), and the
+digest of its generated stub (a `.py` still equal to it is untouched, so the notebook's cell is graded).
+Tests check both against reference/ and exercises/.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,17 +15,26 @@ class Piece:
     name: str
     module: str  # file stem under exercises/ and reference/
     summary: str
+    imports: tuple[str, ...] = ()  # the module's `from .x import y` lines, in the reference's order
+    stub_digest: str = ""  # notebook.digest() of the generated exercises/<module>.py
 
 
 PIECES: dict[str, Piece] = {
     p.name: p
     for p in (
-        Piece("encoder", "encoder", "EncoderAll.forward: every LSTM output and the final (h, c)"),
-        Piece("additive", "additive", "BahdanauAttention.forward: masked additive scores and alpha"),
-        Piece("context", "context", "attention_context: the alpha-weighted sum as one bmm"),
-        Piece("luong", "luong", "LuongDotAttention.forward: scaled dot-product attention"),
-        Piece("decoder", "decoder", "AttnDecoder.forward_step and Seq2SeqAttn.forward"),
-        Piece("evaluation", "evaluation", "greedy_decode and accuracy_by_length"),
+        Piece("encoder", "encoder", "EncoderAll.forward: every LSTM output and the final (h, c)",
+              stub_digest="85de09f77956e086"),
+        Piece("additive", "additive", "BahdanauAttention.forward: masked additive scores and alpha",
+              imports=("from .context import attention_context",), stub_digest="1e76ab37b0d735f0"),
+        Piece("context", "context", "attention_context: the alpha-weighted sum as one bmm",
+              stub_digest="ccdbcb13f4256494"),
+        Piece("luong", "luong", "LuongDotAttention.forward: scaled dot-product attention",
+              imports=("from .context import attention_context",), stub_digest="38be13308c44a335"),
+        Piece("decoder", "decoder", "AttnDecoder.forward_step and Seq2SeqAttn.forward",
+              imports=("from .additive import BahdanauAttention", "from .encoder import EncoderAll"),
+              stub_digest="c2a56ffb429f2388"),
+        Piece("evaluation", "evaluation", "greedy_decode and accuracy_by_length",
+              imports=("from .decoder import Seq2SeqAttn",), stub_digest="19e18746f6a300d3"),
     )
 }
 MODULES = [p.module for p in PIECES.values()]

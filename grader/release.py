@@ -50,6 +50,10 @@ Write the six pieces in `exercises/` (`encoder.py`, `additive.py`, `context.py`,
 `evaluation.py`), or work in `exercises/lesson.ipynb` and grade it with `grade exercises/lesson.ipynb`.
 Each stub says what to write, with the tensor shapes, and raises `NotImplementedError` until you do.
 
+**Which file is graded.** For each piece, `grade` (and Classroom) grades its `.py` file, unless that file
+is still the untouched stub: then it grades the piece's cell in `exercises/lesson.ipynb` (save the notebook
+before you commit), and `grade` prints which file it graded for each piece.
+
 **Where the points come from.** The graded cases are sealed in `grader/sealed.bin`; they run in GitHub
 Classroom when you push, and the points appear on your commit's Actions run. On your own machine `grade`
 runs the public smoke checks (shapes, masking, the weighted-sum definition) and says so: they catch
@@ -83,19 +87,47 @@ def student(out: Path, key: bytes | None = None) -> tuple[Path, bytes]:
     return out, key
 
 
+class ReleaseError(Exception):
+    """A release cannot be built here; str() is one line: what is missing and what to do."""
+
+
+def _notebook_extras(execute: bool) -> None:
+    """Refuse before anything is written when the notebook extras the solutions need are not installed."""
+    import importlib.util
+
+    needed = ["nbformat"] + (["nbclient", "ipykernel"] if execute else [])
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ReleaseError(f"the solution notebook needs {', '.join(missing)}: pip install -e '.[notebook]'"
+                           + ("" if "nbformat" in missing else " (or pass --no-execute to skip running it)"))
+
+
 def solutions(out: Path, execute: bool = True) -> Path:
-    """The reference code and the solution notebook (executed, with its plots) in `out`."""
-    out.mkdir(parents=True, exist_ok=True)
-    for p in sorted((ROOT / "reference").glob("*.py")):
-        shutil.copyfile(p, out / p.name)
+    """The reference code and the solution notebook (executed, with its plots) in `out`.
+
+    The notebook is built and run before anything is written: a missing extra or a failing cell leaves no
+    half-built folder behind.
+    """
+    import tempfile
+
+    _notebook_extras(execute)
     from . import notebook
 
     nb = notebook.build("reference")
     if execute:
         from nbclient import NotebookClient
+        from nbclient.exceptions import CellExecutionError
 
-        NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(out)}}).execute()
+        with tempfile.TemporaryDirectory(prefix="attnlab-solutions-") as cwd:
+            try:
+                NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": cwd}}).execute()
+            except CellExecutionError as e:
+                first = (str(e).strip().splitlines() or ["a cell failed"])[-1][:200]
+                raise ReleaseError(f"the solution notebook failed to run ({first}); nothing was written") from None
     import nbformat
 
+    out.mkdir(parents=True, exist_ok=True)
+    for p in sorted((ROOT / "reference").glob("*.py")):
+        shutil.copyfile(p, out / p.name)
     nbformat.write(nb, out / "lesson-solutions.ipynb")
     return out

@@ -153,6 +153,7 @@ def test_the_reference_notebook_runs_top_to_bottom_in_a_kernel(tmp_path, monkeyp
     got, top = printed.rsplit("Total: ", 1)[1].split()[0].split("/")
     assert int(got) == int(top) > 0, printed  # check() found the additive cell in the kernel's history
     assert json.loads(nbformat.writes(nb))  # outputs serialise: a student can save the run notebook
+    assert not list(tmp_path.iterdir()), "the notebook wrote files beside itself (in exercises/, for git to pick up)"
 
 
 def test_check_takes_the_most_recently_run_cell_marked_for_the_piece(monkeypatch):
@@ -162,3 +163,119 @@ def test_check_takes_the_most_recently_run_cell_marked_for_the_piece(monkeypatch
     monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
     assert notebook._from_history("context") == "# piece: context\nnew = 2"
     assert notebook._from_history("luong") is None
+
+
+# --- what a student release needs: nothing from reference/ ---------------------------------------
+
+def test_the_registry_holds_each_reference_modules_relative_imports():
+    for piece in PIECES.values():
+        text = (notebook.REFERENCE / f"{piece.module}.py").read_text()
+        found = tuple(ln for ln in text.splitlines() if ln.startswith("from ."))
+        assert piece.imports == found, f"grader/pieces.py: set {piece.name}'s imports to {found}"
+
+
+def test_the_registry_recognises_each_generated_stub_by_its_digest():
+    from grader.stubs import expected
+
+    for piece in PIECES.values():
+        stub = expected()[notebook.EXERCISES / f"{piece.module}.py"]
+        assert piece.stub_digest == notebook.digest(stub), \
+            f"grader/pieces.py: the stub of {piece.name} changed; set its stub_digest to {notebook.digest(stub)!r}"
+        assert notebook.digest(stub.replace("\n", "\r\n") + "\n\n") == piece.stub_digest  # CRLF, blank lines
+
+
+def test_extracting_and_checking_a_notebook_never_read_reference(tmp_path, monkeypatch, capsys):
+    path = write_nb(tmp_path / "lesson.ipynb", notebook.build("reference"))
+    monkeypatch.setattr(notebook, "REFERENCE", tmp_path / "no-reference")  # as in a student release
+    sub = notebook.extract(path, tmp_path / "sub")
+    assert "from .additive import BahdanauAttention\nfrom .encoder import EncoderAll\n" in (sub / "decoder.py").read_text()
+    assert notebook.graded_files(sub) and notebook.check("context", notebook=path)
+
+
+def exercises_copy(where: Path, cells: dict[str, str] | None = None, files: dict[str, str] | None = None) -> Path:
+    """A copy of exercises/ (stubs and notebook) with some notebook cells and some .py files replaced."""
+    import shutil
+
+    shutil.copytree(notebook.EXERCISES, where)
+    nb = notebook.read(where / "lesson.ipynb")
+    for cell in nb.cells:
+        piece = notebook._piece_of(cell)
+        if piece in (cells or {}):
+            cell.source = cells[piece]
+    write_nb(where / "lesson.ipynb", nb)
+    for module, text in (files or {}).items():
+        (where / f"{module}.py").write_text(text)
+    return where
+
+
+def test_a_piece_is_graded_from_its_py_file_unless_that_file_is_the_untouched_stub(tmp_path):
+    ref = notebook.piece_cells(notebook.build("reference"))
+    stub_crlf = (notebook.EXERCISES / "luong.py").read_text().replace("\n", "\r\n")
+    folder = exercises_copy(tmp_path / "exercises", cells={p: ref[p] for p in ("encoder", "additive", "luong", "decoder")},
+                            files={"encoder": (notebook.REFERENCE / "encoder.py").read_text(), "luong": stub_crlf})
+    (folder / "decoder.py").unlink()
+    files = notebook.graded_files(folder)
+    assert files == {"encoder": "encoder.py",  # both edited: the .py file wins
+                     "additive": "lesson.ipynb",  # untouched stub, filled cell
+                     "context": "context.py",  # both still stubs
+                     "luong": "lesson.ipynb",  # the stub with Windows line endings is still untouched
+                     "decoder": "lesson.ipynb",  # no .py file at all
+                     "evaluation": "evaluation.py"}
+    combined, same = notebook.combine(folder, tmp_path / "combined")
+    assert same == files and combined == tmp_path / "combined"
+    assert (combined / "additive.py").read_text() == notebook.module_text("additive", ref["additive"])
+    assert (combined / "encoder.py").read_text() == (folder / "encoder.py").read_text()
+    line = notebook.describe(files)
+    assert "\n" not in line and "lesson.ipynb" in line and "additive, luong, decoder" in line and "encoder.py" in line
+
+
+def test_a_folder_whose_notebook_adds_nothing_is_graded_as_it_is(tmp_path):
+    folder = exercises_copy(tmp_path / "exercises")
+    assert notebook.combine(folder, tmp_path / "combined") == (folder, {p: f"{p}.py" for p in PIECES})
+    assert not (tmp_path / "combined").exists()
+    assert notebook.describe(notebook.graded_files(folder)).startswith("graded: the .py files (encoder.py, ")
+
+
+def test_a_linked_py_file_is_carried_as_a_link_so_staging_still_refuses_it(tmp_path):
+    ref = notebook.piece_cells(notebook.build("reference"))
+    folder = exercises_copy(tmp_path / "exercises", cells={"additive": ref["additive"]})
+    (folder / "context.py").unlink()
+    (folder / "context.py").symlink_to(notebook.REFERENCE / "context.py")
+    combined, files = notebook.combine(folder, tmp_path / "combined")
+    assert files["context"] == "context.py" and (combined / "context.py").is_symlink()
+    report = grade_dict(combined, ["context"], QUICK)
+    assert report["score"] == 0 and "symbolic link" in report["pieces"][0]["cases"][0]["message"]
+
+
+def test_grade_of_an_exercises_folder_takes_the_cell_of_an_untouched_stub_and_says_so(tmp_path):
+    import subprocess
+    import sys
+
+    ref = notebook.piece_cells(notebook.build("reference"))
+    exercises_copy(tmp_path / "exercises", cells={"context": ref["context"]})
+    done = subprocess.run([sys.executable, "-m", "grader", "context", "additive", "--quick", "--format", "json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert {p["name"]: p["score"] for p in json.loads(done.stdout)["pieces"]} == {"context": 9, "additive": 0}
+    assert "graded from lesson.ipynb (their .py files are untouched stubs): context; from the .py files: " in done.stderr
+
+
+def test_check_of_a_training_piece_says_the_quick_run_left_the_training_case_out(tmp_path, capsys):
+    path = write_nb(tmp_path / "lesson.ipynb", notebook.build("reference"))
+    notebook.check("decoder", notebook=path)
+    out = capsys.readouterr().out
+    assert "quick run: 1 training case(s) worth" in out and "left out; this is not the grade" in out
+
+
+def test_release_solutions_without_the_notebook_extras_says_which_extra_and_writes_nothing(tmp_path):
+    import subprocess
+    import sys
+
+    hide = ("import importlib.util as u, sys; real = u.find_spec; "
+            "u.find_spec = lambda name, *a: None if name == 'nbclient' else real(name, *a); "
+            "from grader.cli import cli; cli(sys.argv[1:])")
+    done = subprocess.run([sys.executable, "-c", hide, "release", "solutions", str(tmp_path / "sol")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "needs nbclient: pip install -e '.[notebook]'" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "sol").exists()

@@ -1,10 +1,13 @@
 """A set of realistic student bugs: each must lose points on its own piece and on no other."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from conftest import grade_dict, scores
 from grader.pieces import PIECES
+from grader.report import title
 
 ADD_MASK = 'scores = scores.masked_fill(~src_mask, float("-inf"))\n        alpha = torch.softmax(scores, dim=-1)  # (B, T_src)\n        return attention_context'
 
@@ -46,6 +49,31 @@ BUGS = {
     "scored against the inputs": ("evaluation", [("gold = tgt[:, 1:]", "gold = tgt[:, :-1]")]),
 }
 ORDER = list(PIECES)
+# what a case that names the cause says, for each bug; a case that cannot name it points to one that does
+CAUSES = {
+    "unmasked pads": r"pad positions: set their scores to -inf",
+    "inverted mask": r"fill the positions where the mask is False \(~src_mask\)",
+    "softmax over the batch": r"softmax over the source positions",
+    "W_h and W_s swapped": r"W_h on the encoder states, W_s on the decoder state",
+    "no scaling": r"unscaled: divide the dot products by sqrt\(d\)",
+    "divided by d": r"divided by d: divide the dot products by sqrt\(d\), not by d",
+    "scaled by the sentence length": r"square root of the sentence length",
+    "luong unmasked": r"pad positions: set their scores to -inf",
+    "luong softmax over the batch": r"softmax over the source positions",
+    "last state only": r"output at every position .* not only its final state",
+    "h and c swapped": r"h and c are swapped",
+    "encoder outputs detached": r"cut from the graph.*\.detach\(\)",
+    "mean of per-sentence accuracies": r"means of per-sentence accuracies",
+    "loop over positions": r"Python loop",
+    "squeeze everything": r"check which dimensions you squeeze",
+    "wrong query state": r"computed from the previous cell state c",
+    "context detached": r"keep the context in the graph \(no \.detach\(\)",
+    "tensors made on the CPU": r"made on the CPU.*device=src\.device",
+    "teacher forcing in evaluation": r"teacher-forced accuracies",
+    "pads counted in accuracy": r"pad positions are being counted",
+    "scored against the inputs": r"the token fed in at that step .* compare with tgt\[:, 1:\]",
+}
+POINTER = re.compile(r"See the case '([^']+)' for the cause\.")
 
 
 @pytest.mark.parametrize("bug", list(BUGS))
@@ -61,3 +89,23 @@ def test_a_bug_loses_points_on_its_own_piece_only(lab, bug):
     messages = [c["message"] for p in report["pieces"] for c in p["cases"] if not c["passed"] and not c["skipped"]]
     assert messages and all(messages), "every failed case says why"
     assert not any("Traceback" in m for m in messages)
+
+
+def test_every_bug_has_its_cause_written_down():
+    assert set(CAUSES) == set(BUGS)
+
+
+@pytest.mark.parametrize("bug", list(BUGS))
+def test_every_failed_case_names_the_bugs_cause_or_points_to_a_case_that_does(lab, bug):
+    piece, edits = BUGS[bug]
+    report = grade_dict(lab(edits={piece: edits}), [piece])
+    failed = {title(c["name"]): c["message"] for p in report["pieces"] for c in p["cases"]
+              if not c["passed"] and not c["skipped"]}
+    naming = {name for name, message in failed.items() if re.search(CAUSES[bug], message)}
+    assert naming, f"{bug}: no failed case names the cause: {failed}"
+    for name, message in failed.items():
+        if name in naming:
+            continue
+        pointer = POINTER.search(message)
+        assert pointer, f"{bug}: {name!r} neither names the cause nor points to a case that does: {message}"
+        assert pointer[1] in naming, f"{bug}: {name!r} points to {pointer[1]!r}, which does not name the cause"

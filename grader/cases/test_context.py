@@ -10,6 +10,7 @@ from grader import checks
 from . import util
 
 pytestmark = pytest.mark.piece("context")
+WEIGHTED_SUM = "it is the alpha weighted sum of encoder states"  # the case whose check names the usual causes
 
 
 def inputs(B: int, T: int, H: int, device: str = "cpu"):
@@ -103,8 +104,18 @@ def test_a_one_hot_alpha_picks_one_state(sub, ref):
 def test_it_handles_edge_sizes(sub, ref, s):
     alpha, enc = inputs(s.B, s.T, s.H)
     got = checks.tensor(context_of(sub, alpha, enc), "context", (s.B, s.H))
-    checks.close(got, ref.context.attention_context(alpha, enc), "context",
-                 "Squeeze only the dimension you added (squeeze(1)), not every size-1 dimension.")
+    want = ref.context.attention_context(alpha, enc)
+    if not checks.is_close(got, want) and not util.right_elsewhere(lambda: right_at_the_usual_sizes(sub)):
+        checks.fail("the context differs from the reference at the usual sizes too, not only at this one. "
+                    + util.see(WEIGHTED_SUM))
+    util.close(got, want, "context", "The values are right at the usual sizes but not when a dimension has size 1: "
+               "squeeze only the dimension you added (squeeze(1)), not every size-1 dimension.")
+
+
+def right_at_the_usual_sizes(sub) -> None:
+    s = util.MAIN
+    alpha, enc = inputs(s.B, s.T, s.H)
+    util.close(checks.tensor(context_of(sub, alpha, enc), "context", (s.B, s.H)), (alpha[..., None] * enc).sum(1), "context", "")
 
 
 @pytest.mark.points(2)
@@ -113,7 +124,7 @@ def test_it_runs_no_python_loop_over_positions(sub, ref):
     short, long = inputs(s.B, 4, s.H), inputs(s.B, 32, s.H)
     for alpha, enc in (short, long):  # the property is paid only when the values are right
         got = checks.tensor(context_of(sub, alpha, enc), "context", (s.B, s.H))
-        checks.close(got, (alpha[..., None] * enc).sum(1), "context", "See the weighted-sum case first.")
+        util.close(got, (alpha[..., None] * enc).sum(1), "context", util.see(WEIGHTED_SUM))
     n_short = checks.call(sub.ops, sub.fn("attention_context"), *short, what="attention_context")
     n_long = checks.call(sub.ops, sub.fn("attention_context"), *long, what="attention_context")
     if type(n_short) is not int or type(n_long) is not int:
@@ -130,9 +141,10 @@ def test_it_runs_no_python_loop_over_positions(sub, ref):
 def test_tensors_follow_the_input_device(sub, ref):
     s = util.MAIN
     alpha, enc = inputs(s.B, s.T, s.H)
-    checks.close(context_of(sub, alpha, enc), ref.context.attention_context(alpha, enc), "context on the CPU",
-                 "Device-agnostic code must first be right on the CPU; see the other context cases.")
-    got = context_of(sub, alpha.to("meta"), enc.to("meta"))
+    util.close(context_of(sub, alpha, enc), ref.context.attention_context(alpha, enc), "context on the CPU",
+               "Device-agnostic code must first be right on the CPU. " + util.see(WEIGHTED_SUM))
+    got = util.on_meta(context_of, sub, alpha.to("meta"), enc.to("meta"), what="attention_context",
+                       hint="make new tensors on the inputs' device")
     checks.tensor(got, "context", (s.B, s.H))
     checks.on_device("meta", "make new tensors on the inputs' device", context=got)
 

@@ -5,9 +5,12 @@ import pytest
 import torch
 
 from grader import checks
+from grader.judge.remote import RemoteError
 from . import util
 
 pytestmark = pytest.mark.piece("encoder")
+EVERY_STEP = "it returns an output for every time step"  # the cases whose checks name the usual causes
+MATCHES = "it matches the reference on random weights"
 
 
 def pair_of(sub, ref, s: util.Sizes):
@@ -25,13 +28,29 @@ def run(m, src, what="EncoderAll.forward", keep=None):
     return outputs, h, c
 
 
-def check_same(m, r, src, s: util.Sizes):
+def check_same(m, r, src, s: util.Sizes, edge: bool = False):
     outputs, h, c = run(m, src)
-    checks.tensor(outputs, "outputs", (s.B, src.size(1), s.H))
+    shapes_right(outputs, h, c, s, src.size(1), here=edge)  # a shape wrong only at an edge size is that case's to name
     ro, rh, rc = r(src)[0], *r(src)[1]
-    checks.close(outputs, ro, "outputs", "Return the LSTM output at every position: embed, then run self.rnn on the whole sequence.")
-    checks.close(h, rh, "h", "h should be the LSTM's final hidden state, shape (1, B, H).")
-    checks.close(c, rc, "c", "c should be the LSTM's final cell state, shape (1, B, H).")
+    if checks.is_close(h, rc) and checks.is_close(c, rh):
+        checks.fail("h and c are swapped: the LSTM returns (h, c) in that order, the hidden state first.")
+    util.close(outputs, ro, "outputs", "Return the LSTM output at every position: embed, then run self.rnn on the whole sequence.")
+    util.close(h, rh, "h", "h should be the LSTM's final hidden state, shape (1, B, H).")
+    util.close(c, rc, "c", "c should be the LSTM's final cell state, shape (1, B, H).")
+
+
+def shapes_right(outputs, h, c, s: util.Sizes, T: int, here: bool = False) -> None:
+    """The three shapes; a wrong one is named in the first case and pointed at from the others."""
+    for name, x, shape in (("outputs", outputs, (s.B, T, s.H)), ("h", h, (1, s.B, s.H)), ("c", c, (1, s.B, s.H))):
+        checks.tensor(x, name, None, torch.float32)
+        if tuple(x.shape) == shape:
+            continue
+        if not here:
+            checks.fail(f"{name} has the wrong shape. " + util.see(EVERY_STEP))
+        if name == "outputs" and x.dim() == 3 and x.size(1) == 1 and T > 1:
+            checks.fail("outputs holds one time step: return the LSTM's output at every position (B, T_src, H), "
+                        "not only its final state.")
+        checks.tensor(x, name, shape)
 
 
 @pytest.mark.points(2)
@@ -39,8 +58,8 @@ def test_it_returns_an_output_for_every_time_step(sub, ref):
     s = util.MAIN
     m, _ = pair_of(sub, ref, s)
     outputs, h, c = run(m, torch.randint(1, s.V, (s.B, s.T)))
-    for name, t, shape in (("outputs", outputs, (s.B, s.T, s.H)), ("h", h, (1, s.B, s.H)), ("c", c, (1, s.B, s.H))):
-        checks.tensor(t, name, shape, torch.float32)
+    shapes_right(outputs, h, c, s, s.T, here=True)
+    for name, t in (("outputs", outputs), ("h", h), ("c", c)):
         checks.finite(t, name)
 
 
@@ -58,7 +77,13 @@ def test_gradients_flow_from_every_output_back_to_the_encoder(sub, ref):
     src = torch.randint(1, s.V, (s.B, s.T))
     check_same(m, r, src, s)  # the property is paid only when the values are right
     run(m, src, keep="out")
-    checks.call(sub.backward, "out#0", what="backward from the encoder outputs")
+    try:
+        sub.backward("out#0")
+    except RemoteError as e:
+        if "does not require grad" not in str(e):
+            raise checks.student_failure(e, "backward from the encoder outputs") from None
+        checks.fail("the outputs are cut from the graph, so no gradient can reach the encoder: return them as they are "
+                    "(no .detach(), .data or torch.no_grad()).")
     grads = m.grads()
     r(src)[0].square().sum().backward()  # the same loss on the reference: the gradients must be its gradients
     for name, p in r.named_parameters():
@@ -73,7 +98,7 @@ def test_gradients_flow_from_every_output_back_to_the_encoder(sub, ref):
 @pytest.mark.parametrize("s", util.EDGES)
 def test_it_handles_edge_sizes(sub, ref, s):
     m, r = pair_of(sub, ref, s)
-    check_same(m, r, torch.randint(1, s.V, (s.B, s.T)), s)
+    check_same(m, r, torch.randint(1, s.V, (s.B, s.T)), s, edge=True)
 
 
 @pytest.mark.points(2)
@@ -83,7 +108,10 @@ def test_a_padded_row_equals_the_sentence_run_alone(sub, ref):
     n = util.lengths(s)
     src = util.src_ids(s, n)
     outputs, h, c = run(m, src)
-    checks.tensor(outputs, "outputs", (s.B, s.T, s.H))
+    shapes_right(outputs, h, c, s, s.T)
+    # row 0 has no pads: a mistake there is not about padding, and the first two cases name it
+    if not (checks.is_close(outputs[0], r(src[:1])[0][0]) and checks.is_close(h[:, 0], r(src[:1])[1][0][:, 0])):
+        checks.fail("a row without pads already differs from the reference. " + util.see(MATCHES))
     for b in range(s.B):
         k = int(n[b])
         alone, (ha, ca) = r(src[b : b + 1, :k])
@@ -101,7 +129,8 @@ def test_tensors_follow_the_input_device(sub, ref):
     m, r = pair_of(sub, ref, s)
     src = torch.randint(1, s.V, (s.B, s.T))
     check_same(m, r, src, s)  # device-agnostic code must first be right on the CPU
-    outputs, h, c = run(m.to("meta"), src.to("meta"))  # the module and the input move; nothing else may stay behind
+    outputs, h, c = util.on_meta(run, m.to("meta"), src.to("meta"), what="EncoderAll.forward",
+                                 hint="create tensors with device=src.device")  # nothing may stay behind
     checks.on_device("meta", "create tensors with device=src.device, not on the default device", outputs=outputs, h=h, c=c)
 
 

@@ -109,7 +109,7 @@ def test_it_matches_the_graders_evaluator(model_sub, ref, fixed):
     pred, _ = evaluate.greedy(model, batch)
     lengths = batch.src_mask.sum(1)
 
-    def pooled(p, counted):
+    def pooled(p, counted, gold=gold):
         return [float(((p == gold) & counted)[lengths == k].sum() / counted[lengths == k].sum()) for k in sorted(want)]
 
     def averaged(p, counted):
@@ -121,6 +121,9 @@ def test_it_matches_the_graders_evaluator(model_sub, ref, fixed):
                                "length (correct tokens / real tokens)."),
         (pooled(forced, real), "these are teacher-forced accuracies: at evaluation feed back the model's own argmax, not the target."),
         (pooled(pred, torch.ones_like(real)), "pad positions are being counted: score only target positions that are not pad (id 0)."),
+        (pooled(pred, batch.tgt[:, :-1].ne(0), batch.tgt[:, :-1]),
+         "these accuracies compare each prediction with the token fed in at that step (tgt[:, :-1]): the prediction "
+         "at step t is for the next token, so compare with tgt[:, 1:]."),
     ):
         if all(abs(g - v) < 1e-6 for g, v in zip(got, variant)):
             checks.fail(hint)

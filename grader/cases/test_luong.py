@@ -9,6 +9,7 @@ from . import util
 from .test_additive import POLARITY, check_alpha, right_values
 
 pytestmark = pytest.mark.piece("luong")
+MATCHES = "it matches the reference and scales by sqrt d"  # the case whose checks name the usual causes
 
 
 def attend(sub, enc, q, mask):
@@ -25,15 +26,19 @@ def test_it_matches_the_reference_and_scales_by_sqrt_d(sub, ref):
     mask = torch.ones(s.B, s.T, dtype=torch.bool)
     context, alpha = attend(sub, enc, q, mask)
     r = ref.luong.LuongDotAttention()
+    check_alpha(alpha, mask)
     d = s.H**0.5
     # the scores are linear in the query, so scaling it gives the usual mistakes' weights
     if checks.is_close(alpha, r(enc, q * d, mask)[1]):
         checks.fail("alpha looks unscaled: divide the dot products by sqrt(d), the square root of the state size.")
     if checks.is_close(alpha, r(enc, q / d, mask)[1]):
         checks.fail("alpha looks divided by d: divide the dot products by sqrt(d), not by d.")
+    if checks.is_close(alpha, r(enc, q * d / s.T**0.5, mask)[1]):
+        checks.fail("alpha looks divided by the square root of the sentence length: d is the size of a state "
+                    "(the last dimension), not the number of source positions.")
     rc, ra = r(enc, q, mask)
-    checks.close(alpha, ra, "alpha", "Score each encoder state by its dot product with the decoder state, / sqrt(d), softmax over positions.")
-    checks.close(context, rc, "context", "The context is the alpha-weighted sum of the encoder states.")
+    util.close(alpha, ra, "alpha", "Score each encoder state by its dot product with the decoder state, / sqrt(d), softmax over positions.")
+    util.close(context, rc, "context", "The context is the alpha-weighted sum of the encoder states.")
 
 
 @pytest.mark.points(2)
@@ -44,7 +49,7 @@ def test_pads_get_exactly_zero_weight(sub, ref):
     enc, q = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
     context, alpha = attend(sub, enc, q, mask)
     check_alpha(alpha, mask)
-    right_values(context, alpha, *ref.luong.LuongDotAttention()(enc, q, mask))
+    right_values(context, alpha, *ref.luong.LuongDotAttention()(enc, q, mask), MATCHES)
     noisy = torch.where(mask[..., None], enc, 100 * torch.randn(s.B, s.T, s.H))
     checks.close(attend(sub, noisy, q, mask)[0], context, "the context with noise written into the pad states",
                  "Pad positions must get exactly zero weight. " + POLARITY)
@@ -56,8 +61,24 @@ def test_it_handles_edge_sizes(sub, ref, s):
     enc, q = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
     context, alpha = attend(sub, enc, q, None)
     rc, ra = ref.luong.LuongDotAttention()(enc, q)
-    checks.close(alpha, ra, "alpha", "Squeeze only the dimension you added, not every size-1 dimension.")
-    checks.close(context, rc, "context", "Squeeze only the dimension you added, not every size-1 dimension.")
+    if not (checks.is_close(alpha, ra) and checks.is_close(context, rc)) and not util.right_elsewhere(
+            lambda: right_at_the_usual_sizes(sub, ref)):
+        checks.fail("LuongDotAttention differs from the reference at the usual sizes too, not only at this one. "
+                    + util.see(MATCHES))
+    edge = ("The values are right at the usual sizes but not when a dimension has size 1: squeeze only the "
+            "dimension you added, not every size-1 dimension.")
+    util.close(alpha, ra, "alpha", edge)
+    util.close(context, rc, "context", edge)
+
+
+def right_at_the_usual_sizes(sub, ref) -> None:
+    """The module on MAIN sizes without a mask: an edge-size case blames the edge only when this passes."""
+    s = util.MAIN
+    enc, q = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
+    context, alpha = attend(sub, enc, q, None)
+    rc, ra = ref.luong.LuongDotAttention()(enc, q)
+    util.close(alpha, ra, "alpha", "")
+    util.close(context, rc, "context", "")
 
 
 @pytest.mark.points(1)
@@ -65,9 +86,15 @@ def test_tensors_follow_the_input_device(sub, ref):
     s = util.MAIN
     mask = util.mask_for(util.lengths(s), s.T)
     enc, q = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
-    checks.close(attend(sub, enc, q, mask)[1], ref.luong.LuongDotAttention()(enc, q, mask)[1], "alpha on the CPU",
-                 "Device-agnostic code must first be right on the CPU; see the other luong cases.")
-    context, alpha = attend(sub, enc.to("meta"), q.to("meta"), mask.to("meta"))
+    alpha = attend(sub, enc, q, mask)[1]
+    ra = ref.luong.LuongDotAttention()(enc, q, mask)[1]
+    # which case names the cause: a mistake in the pads (that case) or in the scores (the first case)
+    full = torch.ones_like(mask)
+    case = MATCHES if not checks.is_close(attend(sub, enc, q, full)[1], ref.luong.LuongDotAttention()(enc, q, full)[1]) \
+        else "pads get exactly zero weight"
+    util.close(alpha, ra, "alpha on the CPU", "Device-agnostic code must first be right on the CPU. " + util.see(case))
+    context, alpha = util.on_meta(attend, sub, enc.to("meta"), q.to("meta"), mask.to("meta"),
+                                  what="LuongDotAttention.forward", hint="make new tensors on the inputs' device")
     checks.on_device("meta", "make new tensors on the inputs' device", context=context, alpha=alpha)
 
 
@@ -93,7 +120,21 @@ def test_trained_by_the_grader_luongs_model_with_it_translates_length_30_sentenc
     acc = util.graded_training(model, cfg, artifacts.load_warm_start("luong"), "the Luong model with your attention",
                                "LuongDotAttention must be a module without parameters of its own", progress)
     if acc < 0.90:
-        checks.fail(f"trained by the grader, Luong's decoder with your LuongDotAttention reaches {acc:.3f} greedy token "
-                    "accuracy at source length 30; it needs 0.90. Gradients must flow through your scores and weights "
-                    "(no .detach(), no .item(), no new tensors built from their values), and the softmax runs over "
-                    "source positions.")
+        said = (f"Trained by the grader, Luong's decoder with your LuongDotAttention reaches {acc:.3f} greedy token "
+                "accuracy at source length 30; it needs 0.90.")
+        # a wrong forward (unscaled, unmasked, ...) is named by a unit case; only a right one points at the gradient
+        if not util.right_elsewhere(lambda: right_on_random_inputs(sub, ref)):
+            checks.fail(f"{said} Your LuongDotAttention differs from the reference on random inputs. " + util.see(MATCHES))
+        checks.fail(f"{said} Your weights have the reference's values, so look at the gradient. Gradients must flow "
+                    "through your scores and weights (no .detach(), .item() or new tensors built from their values).")
+
+
+def right_on_random_inputs(sub, ref) -> None:
+    """The attention on MAIN sizes with pads, against the reference: what the unit cases ask, in one check."""
+    s = util.MAIN
+    mask = util.mask_for(util.lengths(s), s.T)
+    enc, q = torch.randn(s.B, s.T, s.H) * 2, torch.randn(s.B, s.H) * 2
+    context, alpha = attend(sub, enc, q, mask)
+    rc, ra = ref.luong.LuongDotAttention()(enc, q, mask)
+    util.close(alpha, ra, "alpha", "")
+    util.close(context, rc, "context", "")

@@ -47,6 +47,45 @@ def build(sub, cls: str, *args, what: str | None = None):
     return checks.call(sub.new, cls, *args, what=f"{what or cls}(...) constructor")
 
 
+def see(case: str) -> str:
+    """The pointer a case gives when its own check cannot name the cause: the case (its title in the report) that can."""
+    return f"See the case '{case}' for the cause."
+
+
+def close(actual: torch.Tensor, expected: torch.Tensor, what: str, hint: str, **tol) -> None:
+    """checks.close, with the hint also for NaN or inf: a case's hint names the cause whatever the wrong values are."""
+    checks.tensor(actual, what, tuple(expected.shape), expected.dtype)
+    checks.finite(actual, what, hint)
+    checks.close(actual, expected, what, hint, **tol)
+
+
+def right_elsewhere(check) -> bool:
+    """Whether `check()` (the same computation on the usual sizes) passes: an edge-size case blames the edge size
+    only when the code is right elsewhere, and otherwise sends the student to the case that names the cause."""
+    try:
+        check()
+    except checks.CaseFailure:
+        return False
+    return True
+
+
+def on_meta(fn, *args, what: str, hint: str):
+    """Call student code on meta tensors; torch's "Cannot copy out of meta tensor" (a NotImplementedError) means a
+    tensor was made on the CPU and mixed with the inputs, not an unfinished piece."""
+    try:
+        return fn(*args)
+    except RemoteError as e:
+        if e.kind != "not_implemented":
+            raise checks.student_failure(e, what) from None
+        message = str(e)
+    except NotImplementedError as e:  # checks.call already turned the worker's answer into one
+        message = str(e)
+    if "meta tensor" not in message:
+        raise NotImplementedError(message)
+    checks.fail(f"{what} mixed the inputs with a tensor it made on the CPU (torch could not copy a meta tensor into "
+                f"it); {hint}.")
+
+
 def cuda_or_skip() -> torch.device:
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device here; this case runs where one is present")

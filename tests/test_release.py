@@ -77,3 +77,10 @@ def test_instructor_commands_in_a_student_checkout_say_so_in_one_line(release, c
     done = grade_in(rel, *command)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "is an instructor command" in done.stderr and "Traceback" not in done.stdout + done.stderr
+
+
+def test_the_student_readme_says_which_file_is_graded_for_each_piece(release):
+    rel, _ = release
+    text = " ".join((rel / "README.md").read_text().split())
+    assert "grades its `.py` file, unless that file is still the untouched stub: then it grades the piece's cell in " \
+           "`exercises/lesson.ipynb`" in text

@@ -279,3 +279,17 @@ def test_release_solutions_without_the_notebook_extras_says_which_extra_and_writ
     assert done.returncode == 2, done.stdout + done.stderr
     assert "needs nbclient: pip install -e '.[notebook]'" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "sol").exists()
+
+
+def test_a_solution_notebook_that_fails_to_run_is_one_line_and_writes_nothing(tmp_path, monkeypatch):
+    nbclient = pytest.importorskip("nbclient")
+    from grader import release
+
+    def fail(self, **kwargs):
+        raise RuntimeError("Kernel died before replying to kernel_info\nNoSuchKernel: python3")
+
+    monkeypatch.setattr(nbclient.NotebookClient, "execute", fail)
+    with pytest.raises(release.ReleaseError) as info:
+        release.solutions(tmp_path / "sol")
+    assert "\n" not in str(info.value) and "NoSuchKernel: python3" in str(info.value) and "--no-execute" in str(info.value)
+    assert not (tmp_path / "sol").exists()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from . import layout, manifest, report
 from .pieces import MODULES, PIECES
+from .host import FORK_SERVERS, StartError
 from .sandbox import Limits, PieceRun, Zygote, run_piece, selected
 
 DEFAULT_SEED = "0"
@@ -62,14 +63,15 @@ def grade(
     # worker trains on one thread, so the numbers match a batch's one-at-a-time run. Training pieces go
     # first, each at once on a lane of its own; the quick ones fill in behind.
     trains = [p for p in pieces if any(c.get("slow") for c in selected(expected[p], limits))]
-    n = min(2, os.cpu_count() or 1, len(pieces)) if trains else 1
+    # Without fork every judge and worker is a fresh interpreter whose start dominates: two lanes there too.
+    n = min(2, os.cpu_count() or 1, len(pieces)) if trains or not FORK_SERVERS else 1
     todo = iter(trains + [p for p in pieces if p not in trains])
     done: dict[str, PieceRun] = {}
     take = threading.Lock()
     errors: list[BaseException] = []
 
     def lane() -> None:
-        zyg = Zygote()
+        zyg = Zygote() if FORK_SERVERS else None  # without fork, each piece's judge is a fresh interpreter
         try:
             while not errors:
                 with take:
@@ -80,7 +82,8 @@ def grade(
         except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread below
             errors.append(e)
         finally:
-            zyg.close()
+            if zyg is not None:
+                zyg.close()
 
     if n == 1:
         lane()
@@ -164,6 +167,18 @@ class TrainingDisplay:
                            f"at most {left:.0f} s left")
 
 
+def grader_failed(message: str, fmt: str, out: Path | None, echo) -> int:
+    """The grader's own processes failed: one line naming the cause, in the format asked for; exit code 2."""
+    text = report.grader_error(fmt, message)
+    line = report.grader_error("text", message)
+    if out and text is not None:
+        out.write_text(text + "\n")
+    print(f"Error: {line}", file=sys.stderr)
+    if text is not None and text != line and not out:
+        echo(text)
+    return 2
+
+
 def left_out(pieces: list[str], limits: Limits) -> tuple[int, int] | None:
     """(cases, points) a quick run leaves out of these pieces; None for a full run."""
     if not limits.quick:
@@ -200,6 +215,8 @@ def main(
         try:
             runs = grade(submission=stage(submission, Path(tmp)), pieces=selected, seed=seed, limits=limits,
                          progress=progress, training=show)
+        except StartError as e:
+            return grader_failed(str(e), fmt, out, echo)
         finally:
             bar.close()
     seconds = round(time.perf_counter() - start, 2)

@@ -79,6 +79,7 @@ def run(root: Path) -> dict:
     from . import report
     from .batch import BadSubmission
     from .check import grade, resolve_seed, stage
+    from .host import StartError
     from .pieces import PIECES
     from .sandbox import Limits
 
@@ -90,6 +91,8 @@ def run(root: Path) -> dict:
             runs = grade(submission=stage(folder, Path(tmp) / "staged"), pieces=list(PIECES),
                          seed=resolve_seed(None), limits=Limits())
             results = report.gradescope_results(runs)
+        except StartError as e:
+            results = json.loads(report.grader_error("gradescope", str(e)))
         except BadSubmission as e:
             results = {"score": 0, "tests": [], "output": f"Not graded: {report.safe(str(e), 500)}"}
         except Exception as e:  # noqa: BLE001 - Gradescope must always get a results file, with the reason
@@ -101,3 +104,4 @@ def run(root: Path) -> dict:
 if __name__ == "__main__":
     done = run(Path(sys.argv[1] if len(sys.argv) > 1 else "/autograder"))
     print(done.get("output", ""))
+    sys.exit(0 if "score" in done else 2)  # no score: the grader failed, and Gradescope shows that, not a zero

@@ -36,6 +36,7 @@ PROGRESS_HELP = "file that receives a JSON line per training chunk (step, valida
 state_key = pytest.StashKey[dict]()
 _outcomes_key = pytest.StashKey[list]()
 _start_key = pytest.StashKey[float]()
+_budget_key = pytest.StashKey[float]()  # the case's own deadline, before any backstop is added
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -123,7 +124,12 @@ def _read_key(fd: int | None) -> bytes:
         if not chunk:
             break
         data += chunk
-    os.close(fd)
+    if fd == 0:  # standard input (a judge started without fork): keep descriptor 0 taken, by /dev/null
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+    else:
+        os.close(fd)
     return data.strip()
 
 
@@ -179,6 +185,9 @@ def case_seed(st: dict, name: str) -> int:
 
 
 def case_timeout(item: pytest.Item) -> float:
+    """The seconds a case's calls into the worker may take: the judge's own deadline."""
+    if _budget_key in item.stash:
+        return item.stash[_budget_key]
     marker = item.get_closest_marker("timeout")
     return float(marker.args[0]) if marker else float(item.config.getini("timeout") or 15)
 
@@ -200,7 +209,7 @@ def progress(request: pytest.FixtureRequest):
 @pytest.fixture
 def sub(request: pytest.FixtureRequest):
     """The student's file for the piece under test, in the piece's jailed worker (grader.judge.remote.Submission)."""
-    from .judge.remote import Slot, Submission, WorkerServer, student_sources
+    from .judge.remote import Slot, Submission, student_sources, worker_server
     from .pieces import PIECES
     from .submission import ORDER
 
@@ -215,7 +224,7 @@ def sub(request: pytest.FixtureRequest):
         raise CaseFailure(f"{path.name} is missing from the submission folder; restore it from the lab.")
     if st["slot"] is None:
         if st["server"] is None:
-            st["server"] = WorkerServer(st["worker_fd"])
+            st["server"] = worker_server(st["worker_fd"])
         sources = student_sources(st["submission"], st["reference"], stem, ORDER, stubbed=stem == "evaluation")
         st["slot"] = Slot(st["server"], sources, stem, path.name, st["output"], st["memory_gb"],
                           int(st["piece_timeout"]) + 60)
@@ -252,6 +261,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     msgs = st["reports"].setdefault(item.nodeid, [])
     if rep.failed and call.excinfo is not None:
         msgs.append(explain(call.excinfo.value, item))
+        if grader_fault(call.excinfo.value):
+            st["fault"] = msgs[-1]
         if msgs[-1].startswith("timed out"):
             st["hung"] = True
     elif rep.skipped and call.excinfo is not None:
@@ -274,6 +285,8 @@ def _write_record(item: pytest.Item, st: dict) -> None:
         "duration": round(time.perf_counter() - item.stash.get(_start_key, time.perf_counter()), 3),
         "jail": sorted(st["jail"]),
     }
+    if st.get("fault"):  # the grader's own processes failed: the parent reports it instead of a score
+        record["fault"] = st["fault"]
     body = json.dumps(record, sort_keys=True)
     mac = hmac.new(st["key"], body.encode(), hashlib.sha256).hexdigest()
     if st["records"]:
@@ -285,21 +298,43 @@ def _write_record(item: pytest.Item, st: dict) -> None:
 
 
 HUNG_TIMEOUT = 3.0  # seconds left to each later case of a piece once one of its cases timed out
+THREAD_BACKSTOP = 60.0  # seconds past a case's own deadline before pytest-timeout's thread method ends the judge
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)  # outside pytest-timeout's wrapper, which reads the marker
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     st = _state(item.config)
-    if st is not None and st.get("hung"):
+    if st is not None:
         # a case that does not hang needs well under a second; don't make a hung piece wait minutes
-        item.add_marker(pytest.mark.timeout(HUNG_TIMEOUT), append=False)
+        budget = HUNG_TIMEOUT if st.get("hung") else case_timeout(item)
+        item.stash[_budget_key] = budget
+        if _thread_method(item.config):
+            # pytest-timeout's thread method ends the whole judge, losing every later case: there it is only a
+            # backstop behind the judge's own deadline, which stops the worker and fails just this case
+            item.add_marker(pytest.mark.timeout(budget + THREAD_BACKSTOP), append=False)
+        elif st.get("hung"):
+            item.add_marker(pytest.mark.timeout(budget), append=False)
     return (yield)
+
+
+def _thread_method(config: pytest.Config) -> bool:
+    try:
+        return config.getini("timeout_method") == "thread"
+    except ValueError:  # pytest-timeout is not loaded
+        return False
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     item.stash[_start_key] = time.perf_counter()
     item.stash[_outcomes_key] = []
+
+
+def grader_fault(exc: BaseException) -> bool:
+    """Whether a case failed because the grader's own processes could not start or run (never the student's)."""
+    from .judge.remote import WorkerLost
+
+    return isinstance(exc, WorkerLost) and exc.server
 
 
 def explain(exc: BaseException, item: pytest.Item) -> str:

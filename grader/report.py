@@ -99,7 +99,8 @@ def to_text(runs: list[PieceRun], source: str, color: bool = False, quick: tuple
     lines += [""] + [f"({n} point-free case(s) {m})" for m, n in sorted(skipped.items())]
     gaps = sorted({g for r in runs for g in r.jail})
     if gaps:
-        lines.append(f"(note: the worker jail here lacks {', '.join(gaps)}; the score counts the same)")
+        lines.append(f"(note: the worker jail here lacks {', '.join(gaps)}; the score counts the same, but the one to "
+                     "trust is Classroom's, Gradescope's or your instructor's regrade)")
     lines += [f"Total: {total}/{top}" + (f" ({quick_note(quick)})" if quick else "")]
     return "\n".join(lines)
 
@@ -181,6 +182,32 @@ def to_junit(runs: list[PieceRun], quick: tuple[int, int] | None = None) -> str:
             elif not c.passed:
                 ET.SubElement(case, "failure", message=safe(c.message), type="CaseFailure").text = safe(c.message, 2000)
     return ET.tostring(root, encoding="unicode", xml_declaration=True)
+
+
+GRADER_ERROR = "the grader could not run"
+
+
+def grader_error(fmt: str, message: str) -> str | None:
+    """What each format says when the grader's own processes failed: the cause, and no score to post.
+
+    Gradescope gets no "score" and no "tests" (its run counts as a failed autograder, not a zero);
+    Classroom gets nothing (the workflow posts no points when grade exits 2); JUnit gets one error."""
+    import xml.etree.ElementTree as ET
+
+    line = f"{GRADER_ERROR}: {safe(message, 500)}. This is not the submission's fault; no grade was recorded."
+    if fmt == "json":
+        return json.dumps({"error": line})
+    if fmt == "gradescope":
+        return json.dumps({"output": line, "visibility": "visible"}, indent=2)
+    if fmt == "junit":
+        root = ET.Element("testsuites", name="attention-lab")
+        suite = ET.SubElement(root, "testsuite", name="grader", tests="1", failures="0", errors="1", skipped="0")
+        case = ET.SubElement(suite, "testcase", classname="attnlab.grader", name="grader_starts")
+        ET.SubElement(case, "error", message=line, type="GraderError").text = line
+        return ET.tostring(root, encoding="unicode", xml_declaration=True)
+    if fmt == "classroom":
+        return None
+    return line
 
 
 FORMATS = {"json": to_json, "classroom": to_classroom, "gradescope": to_gradescope, "junit": to_junit}

@@ -10,7 +10,6 @@ import hashlib
 import hmac
 import json
 import os
-import resource
 import secrets
 import select
 import signal
@@ -22,7 +21,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import ROOT
+from . import ROOT, host
+from .host import StartError
 from .manifest import CASES_DIR
 
 OUTPUT_LIMIT = 4000  # characters of a piece's stdout/stderr kept for the report
@@ -62,9 +62,31 @@ def _limit_child(memory_gb: float) -> None:
     os.setsid()  # its own process group, so a timeout can kill whatever it spawned
     cap = int(memory_gb * 2**30)
     try:
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        host.resource.setrlimit(host.resource.RLIMIT_AS, (cap, cap))
     except (ValueError, OSError):
         pass  # not every OS allows it; the wall-clock limit still holds
+
+
+def popen_limits(memory_gb: float) -> dict:
+    """Popen arguments that cap a child and give it its own process group where the OS has both (POSIX)."""
+    if host.resource is None or not hasattr(os, "setsid"):
+        return {}
+    return {"preexec_fn": lambda: _limit_child(memory_gb)}
+
+
+def kill_tree(proc: subprocess.Popen) -> None:
+    """Kill a child and whatever it started: its process group on POSIX, its process tree on Windows."""
+    try:
+        if os.name == "nt":
+            subprocess.run(["taskkill", "/F", "/T", "/PID", str(proc.pid)], capture_output=True, timeout=30)
+        elif hasattr(os, "killpg"):
+            os.killpg(proc.pid, 9)  # SIGKILL
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        proc.kill()
+    except OSError:
+        pass
 
 
 def child_env() -> dict[str, str]:
@@ -80,7 +102,7 @@ class Zygote:
     """Parent side of grader.zygote: asks it to fork a child per piece and waits with a deadline."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-P", "-m", "grader.zygote"], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen(host.python("grader.zygote"), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=child_env(), cwd=tempfile.gettempdir())
         self.buf = b""
 
@@ -110,11 +132,11 @@ class Zygote:
         if done is not None:
             return done["status"], "ok"
         try:
-            os.killpg(pid, signal.SIGKILL)
+            os.killpg(pid, 9)  # SIGKILL: the judge's whole group
         except ProcessLookupError:
             pass
         self._line(None)
-        return -signal.SIGKILL, "timeout"
+        return -9, "timeout"
 
     def close(self) -> None:
         if self.alive():
@@ -134,17 +156,24 @@ def key_pipe(key: str) -> int:
 
 
 def _spawn(argv: list[str], cwd: str, key: str, output: Path, limits: Limits) -> tuple[int, str]:
-    """A fresh interpreter per piece: slower to start than the zygote, used when it is unavailable."""
-    r = key_pipe(key)
+    """A fresh interpreter per piece: slower to start than the zygote, used where there is none (no fork) or it
+    died. The key goes in on standard input, which every OS can hand a child."""
     with open(output, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-P", "-m", "pytest", "--attnlab-key-fd", str(r), *argv],
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, env=child_env(),
-                                pass_fds=(r,), preexec_fn=lambda: _limit_child(limits.memory_gb))
-        os.close(r)
+        try:
+            proc = subprocess.Popen(host.python("pytest", "--attnlab-key-fd", "0", *argv), stdin=subprocess.PIPE,
+                                    stdout=out, stderr=subprocess.STDOUT, cwd=cwd, env=child_env(),
+                                    **popen_limits(limits.memory_gb))
+        except OSError as e:
+            raise StartError(f"cannot start {sys.executable} ({e.strerror or e})") from None
+        try:
+            proc.stdin.write(key.encode() + b"\n")
+            proc.stdin.close()
+        except OSError:
+            pass  # it died at once: its exit code and output say why
         try:
             return proc.wait(timeout=limits.piece_timeout), "ok"
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            kill_tree(proc)
             return proc.wait(), "timeout"
 
 
@@ -193,7 +222,8 @@ def run_piece(
         records = Path(tmp) / "records.jsonl"
         progress = Path(tmp) / "progress.jsonl"
         ini = Path(tmp) / "pytest.ini"
-        ini.write_text(f"[pytest]\ntimeout = {limits.case_timeout:g}\ntimeout_method = signal\n")
+        method = "signal" if hasattr(signal, "SIGALRM") else "thread"  # Windows has no alarm signal
+        ini.write_text(f"[pytest]\ntimeout = {limits.case_timeout:g}\ntimeout_method = {method}\n")
         out_path = Path(tmp) / "output.txt"
         argv = [
             "-p", "grader.plugin", "-p", "pytest_timeout", "-p", "no:cacheprovider", "-p", "no:terminal", "-s",
@@ -219,6 +249,11 @@ def run_piece(
         got = _read_records(records, key)
         # the tail of what the submission printed (pytest's own reporter is off in the child)
         output = _tail(out_path)
+    fault = next((str(r["fault"]) for r in got.values() if r.get("fault")), None)
+    if status == "ok" and not got and code not in (0, 1):
+        fault = f"its judge process exited with code {code} before any case ran: {_last_line(output)}"
+    if fault:
+        raise StartError(f"piece {piece}: {report_safe(fault)}")
     if status == "ok" and code < 0:
         status = "crashed"
     why = {
@@ -256,6 +291,17 @@ def _tail(path: Path) -> str:
     with open(path, "rb") as f:
         f.seek(max(0, path.stat().st_size - OUTPUT_LIMIT * 4))
         return f.read().decode("utf-8", "replace")[-OUTPUT_LIMIT:]
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else "it printed nothing"
+
+
+def report_safe(text: str) -> str:
+    from .report import safe
+
+    return safe(text, 400)
 
 
 def _read_records(path: Path, key: str) -> dict[str, dict]:

@@ -13,6 +13,8 @@ import json
 import os
 import sys
 
+from . import host
+
 
 def _warm() -> None:
     import pytest  # noqa: F401
@@ -88,7 +90,7 @@ def serve() -> None:
     import subprocess
 
     mine, theirs = socket.socketpair()  # started before _warm(): its memory never held a case
-    subprocess.Popen([sys.executable, "-P", "-m", "grader.worker.server", str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+    subprocess.Popen(host.python("grader.worker.server", str(theirs.fileno())), pass_fds=(theirs.fileno(),),
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     theirs.close()
     WORKERS = mine.detach()

@@ -11,12 +11,12 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import secrets
 import select
-import signal
 import socket
 import subprocess
-import sys
 import tempfile
+import threading
 import time
 from collections import deque
 from pathlib import Path
@@ -24,6 +24,7 @@ from typing import Callable
 
 import torch
 
+from .. import host
 from ..sandbox import signal_name
 from ..worker import wire
 
@@ -49,7 +50,7 @@ class WorkerLost(Exception):
 
 
 class WorkerServer:
-    """The judge's connection to grader.worker.server, started here when no descriptor was inherited."""
+    """The judge's connection to grader.worker.server, started here when no descriptor was inherited (Linux)."""
 
     def __init__(self, fd: int | None = None) -> None:
         self.proc = None
@@ -57,7 +58,7 @@ class WorkerServer:
             mine, theirs = socket.socketpair()
             from ..sandbox import child_env
 
-            self.proc = subprocess.Popen([sys.executable, "-P", "-m", "grader.worker.server", str(theirs.fileno())],
+            self.proc = subprocess.Popen(host.python("grader.worker.server", str(theirs.fileno())),
                                          pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL, env=child_env(), cwd=tempfile.gettempdir())
             theirs.close()
@@ -66,6 +67,24 @@ class WorkerServer:
             self.sock = socket.socket(fileno=fd)
         self.ids = itertools.count(int(time.time() * 1000) % 10**9)
         self.buf = b""
+
+    def start(self, memory_gb: float, cpu_seconds: int) -> tuple[int, socket.socket, int | None]:
+        """A new jailed worker: (pid, its channel, the read end of its output pipe)."""
+        chan, theirs = socket.socketpair()
+        r, w = os.pipe()
+        try:
+            reply = self.ask({"op": "spawn", "memory_gb": memory_gb, "cpu_seconds": cpu_seconds}, [theirs.fileno(), w])
+        except BaseException:
+            chan.close()
+            os.close(r)
+            raise
+        finally:
+            theirs.close()
+            os.close(w)
+        return reply["pid"], chan, r
+
+    def wait(self, pid: int, grace: float) -> int | None:
+        return self.ask({"op": "wait", "pid": pid, "grace": grace}).get("status")
 
     def ask(self, req: dict, fds: list[int] = (), timeout: float = 120.0) -> dict:
         req = {**req, "id": next(self.ids)}
@@ -100,37 +119,120 @@ class WorkerServer:
                 self.proc.kill()
 
 
+class SpawnedWorkers:
+    """Workers without fork (Windows, macOS): each is a fresh interpreter that connects back to the judge
+    over loopback and proves itself with a one-time token; its prints come through a pipe read by a thread."""
+
+    START_TIMEOUT = 120.0  # a fresh interpreter imports torch before it connects
+
+    def __init__(self) -> None:
+        self.procs: dict[int, subprocess.Popen] = {}
+
+    def start(self, memory_gb: float, cpu_seconds: int) -> tuple[int, socket.socket, subprocess.Popen]:
+        from ..sandbox import child_env
+
+        token = secrets.token_hex(16)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(4)
+            try:
+                proc = subprocess.Popen(host.python("grader.worker.server", "--connect", str(listener.getsockname()[1])),
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        env=child_env(), cwd=tempfile.gettempdir())
+            except OSError as e:
+                raise WorkerLost(f"a worker could not start ({e.strerror or e})", server=True) from None
+            self.procs[proc.pid] = proc
+            try:
+                proc.stdin.write(json.dumps({"token": token, "memory_gb": memory_gb, "cpu_seconds": cpu_seconds}).encode()
+                                 + b"\n")
+                proc.stdin.close()
+            except OSError:
+                pass
+            chan = self._accept(listener, token, proc)
+        return proc.pid, chan, proc
+
+    def _accept(self, listener: socket.socket, token: str, proc: subprocess.Popen) -> socket.socket:
+        end = time.monotonic() + self.START_TIMEOUT
+        while time.monotonic() < end:
+            if proc.poll() is not None:
+                tail = proc.stdout.read(4000).decode("utf-8", "replace").strip().splitlines() if proc.stdout else []
+                raise WorkerLost(f"a worker exited while starting ({tail[-1][:200] if tail else proc.returncode})",
+                                 server=True)
+            if not select.select([listener], [], [], 0.2)[0]:
+                continue
+            conn, _ = listener.accept()
+            conn.settimeout(10)
+            try:
+                got = conn.recv(len(token))
+            except OSError:
+                got = b""
+            conn.settimeout(None)
+            if got == token.encode():
+                return conn
+            conn.close()  # not our worker
+        self.wait(proc.pid, 0.0)
+        raise WorkerLost("a worker did not start in time; is the machine overloaded?", server=True)
+
+    def wait(self, pid: int, grace: float) -> int | None:
+        proc = self.procs.pop(pid, None)
+        if proc is None:
+            return None
+        try:
+            return proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            return None  # stopped by us
+
+    def ask(self, req: dict, fds: list[int] = (), timeout: float = 120.0) -> dict:
+        """The fork server's `reset`: every worker still alive is stopped."""
+        for pid in list(self.procs):
+            self.wait(pid, 0.0)
+        return {}
+
+    def close(self) -> None:
+        self.ask({"op": "reset"})
+
+
+def worker_server(fd: int | None) -> WorkerServer | SpawnedWorkers:
+    """The inherited fork server, a new one (Linux), or fresh interpreters per worker (no fork)."""
+    if fd is not None or host.FORK_SERVERS:
+        return WorkerServer(fd)
+    return SpawnedWorkers()
+
+
 class Output:
     """The tail of what a piece's workers printed, bounded however much they print."""
 
     def __init__(self) -> None:
         self.chunks: deque[bytes] = deque()
         self.size = 0
+        self.lock = threading.Lock()
 
     def add(self, data: bytes) -> None:
-        self.chunks.append(data)
-        self.size += len(data)
-        while self.size - len(self.chunks[0]) >= OUTPUT_TAIL:
-            self.size -= len(self.chunks.popleft())
+        with self.lock:  # a spawned worker's prints arrive on a reader thread
+            self.chunks.append(data)
+            self.size += len(data)
+            while self.size - len(self.chunks[0]) >= OUTPUT_TAIL:
+                self.size -= len(self.chunks.popleft())
 
     def text(self) -> str:
-        return b"".join(self.chunks)[-OUTPUT_TAIL:].decode("utf-8", "replace")
+        with self.lock:
+            return b"".join(self.chunks)[-OUTPUT_TAIL:].decode("utf-8", "replace")
 
 
 class Worker:
     """One jailed worker process: requests go out, plain data comes back before the deadline."""
 
-    def __init__(self, server: WorkerServer, output: Output, memory_gb: float, cpu_seconds: int) -> None:
+    def __init__(self, server: WorkerServer | SpawnedWorkers, output: Output, memory_gb: float, cpu_seconds: int) -> None:
         self.server, self.output = server, output
-        chan, theirs = socket.socketpair()
-        r, w = os.pipe()
-        try:
-            reply = server.ask({"op": "spawn", "memory_gb": memory_gb, "cpu_seconds": cpu_seconds}, [theirs.fileno(), w])
-        finally:
-            theirs.close()
-            os.close(w)
-        self.pid = reply["pid"]
-        self.chan, self.fd, self.out = chan, chan.fileno(), r
+        self.pid, self.chan, out = server.start(memory_gb, cpu_seconds)
+        self.fd = self.chan
+        self.out: int | None = out if isinstance(out, int) else None
+        self.reader: threading.Thread | None = None
+        if isinstance(out, subprocess.Popen):  # no select on a Windows pipe: a thread drains it
+            self.reader = threading.Thread(target=self._read_pipe, args=(out.stdout,), daemon=True)
+            self.reader.start()
         self.dead = False
         self.busy = False
         self.jail: list[str] | None = None
@@ -221,14 +323,21 @@ class Worker:
             return "is gone"
         self.dead = True
         status = self._wait(grace)
-        if status is None or status == -signal.SIGKILL:
+        if status is None or status == -9:  # SIGKILL: stopped by the judge
             return "was stopped"
         return describe_exit(status)
+
+    def _read_pipe(self, pipe) -> None:
+        while True:
+            data = pipe.read1(1 << 16) if hasattr(pipe, "read1") else pipe.read(1 << 16)
+            if not data:
+                return
+            self.output.add(data)
 
     def _wait(self, grace: float) -> int | None:
         self.chan.close()
         try:
-            status = self.server.ask({"op": "wait", "pid": self.pid, "grace": grace}).get("status")
+            status = self.server.wait(self.pid, grace)
         except WorkerLost:
             status = None
         self._drain()
@@ -241,6 +350,8 @@ class Worker:
             self._wait(grace=0.0 if self.busy else 2.0)
 
     def _drain(self) -> None:
+        if self.reader is not None:
+            self.reader.join(timeout=0.5)
         end = time.monotonic() + 0.5
         while self.out is not None and time.monotonic() < end:
             if not select.select([self.out], [], [], max(0.0, end - time.monotonic()))[0]:
@@ -314,11 +425,17 @@ class Slot:
         self.load_error: str | None = None
         self.jail: list[str] = []
 
-    def get(self, deadline: float) -> Worker:
+    def get(self, deadline: float) -> tuple[Worker, float]:
+        """The live worker, and the seconds spent starting a new one (a fresh interpreter without fork), which
+        the case gets back: no student code ran meanwhile."""
         if self.load_error is not None:
             raise LoadError(self.load_error)
+        spent = 0.0
         if self.worker is None or self.worker.dead:
+            start = time.monotonic()
             self.worker = Worker(self.server, self.output, self.memory_gb, self.cpu_seconds)
+            spent = time.monotonic() - start
+            deadline += spent
             self.jail = self.worker.hello(deadline)
             try:
                 self.worker.request({"cmd": "load", "modules": self.sources, "student": self.student,
@@ -326,7 +443,7 @@ class Slot:
             except RemoteError as e:
                 self.load_error = import_message(self.filename, e)
                 raise LoadError(self.load_error) from None
-        return self.worker
+        return self.worker, spent
 
     def close(self) -> None:
         if self.worker is not None:
@@ -353,7 +470,8 @@ class Submission:
         return self.slot.sources[-1][1]
 
     def _worker(self) -> Worker:
-        worker = self.slot.get(self.deadline)
+        worker, spent = self.slot.get(self.deadline)
+        self.deadline += spent
         if not self.started:  # a clean slate for every case: nothing kept, the case's own seed
             self.started = True
             worker.request({"cmd": "reset", "seed": self.seed}, self.deadline)

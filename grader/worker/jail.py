@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import errno
 import os
-import resource
 import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..host import resource
 
 NOBODY = 65534
 CLONE_THREAD = 0x00010000
@@ -48,15 +49,19 @@ class JailLimits:
 def apply(keep_fds: tuple[int, ...], limits: JailLimits, readable: list[str]) -> list[str]:
     """Close every other descriptor, cap resources, cut the network, drop root, Landlock, then seccomp."""
     missing: list[str] = []
-    _close_all_but(keep_fds)
-    _rlimits(limits)
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past RLIMIT_FSIZE fails instead of killing
+    if resource is None:  # Windows: no descriptors to sweep, no limits; the judge's deadlines still hold
+        missing.append("resource limits")
+    else:
+        _close_all_but(keep_fds)
+        _rlimits(limits)
+    if hasattr(signal, "SIGXFSZ"):
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past RLIMIT_FSIZE fails instead of killing
     if sys.platform != "linux":
-        return ["seccomp", "landlock", "network namespace"]
+        return missing + ["seccomp", "landlock", "network namespace"]
     if os.geteuid() == 0:
         if not _unshare_net():
             missing.append("network namespace")
-        if _world_readable(sys.prefix):
+        if nobody_can_read_interpreter():
             os.setgroups([])
             os.setresgid(NOBODY, NOBODY, NOBODY)
             os.setresuid(NOBODY, NOBODY, NOBODY)  # leaves no capability behind
@@ -129,13 +134,32 @@ def _rlimits(limits: JailLimits) -> None:
             pass
 
 
+def nobody_can_read_interpreter() -> bool:
+    """Whether a worker dropped to `nobody` could still import: a venv readable over a private base is not enough."""
+    return all(_world_readable(p) for p in interpreter_paths())
+
+
+def interpreter_paths() -> list[str]:
+    """Every place the interpreter reads from: a venv's prefix and the base interpreter's under it, and sys.path."""
+    from .. import ROOT  # the lab's own folder is closed to workers anyway (Landlock)
+
+    lab = os.path.realpath(ROOT)
+    found = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, os.path.dirname(sys.executable),
+             *sys.path]
+    real = {os.path.realpath(p) for p in found if p and os.path.exists(p)}
+    return sorted(p for p in real if p != lab and not p.startswith(lab + os.sep))
+
+
 def _world_readable(path: str) -> bool:
+    """Whether `nobody` can read `path`: every folder on the way open (r-x), a file readable."""
     p = Path(path).resolve()
     for part in [p, *p.parents]:
         try:
-            if not part.stat().st_mode & 0o005 == 0o005:
-                return False
+            mode = part.stat().st_mode
         except OSError:
+            return False
+        need = 0o005 if part.is_dir() else 0o004
+        if mode & need != need:
             return False
     return True
 

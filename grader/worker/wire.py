@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import os
 import select
+import socket
 import struct
 import time
 
@@ -34,21 +35,27 @@ class Closed(WireError):
     """The other side closed the connection (a worker that exited or was killed)."""
 
 
-def send(fd: int, obj: object) -> None:
+Channel = "int | socket.socket"  # a descriptor (a fork server's socketpair) or a socket (spawned workers, any OS)
+
+
+def send(fd: Channel, obj: object) -> None:
     buf = io.BytesIO()
     torch.save(obj, buf)
     data = buf.getvalue()
     _write_all(fd, HEADER.pack(len(data)) + data)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: Channel, data: bytes) -> None:
+    if isinstance(fd, socket.socket):  # Windows cannot os.write a socket
+        fd.sendall(data)
+        return
     view = memoryview(data)
     while view:
         n = os.write(fd, view)
         view = view[n:]
 
 
-def recv(fd: int, deadline: float | None = None, limit: int = MAX_FRAME, on_idle=None, trusted: bool = False) -> object:
+def recv(fd: Channel, deadline: float | None = None, limit: int = MAX_FRAME, on_idle=None, trusted: bool = False) -> object:
     """Read one frame before `deadline` (time.monotonic()); `on_idle(fd, timeout)` waits for it.
 
     trusted: the frame comes from the judge (a worker reading its requests), so the full unpickler,
@@ -63,7 +70,7 @@ def recv(fd: int, deadline: float | None = None, limit: int = MAX_FRAME, on_idle
         raise WireError(f"an answer that is not plain data ({type(e).__name__})") from None
 
 
-def _read(fd: int, n: int, deadline: float | None, on_idle) -> bytes:
+def _read(fd: Channel, n: int, deadline: float | None, on_idle) -> bytes:
     chunks, got = [], 0
     while got < n:
         wait = None if deadline is None else deadline - time.monotonic()
@@ -74,7 +81,8 @@ def _read(fd: int, n: int, deadline: float | None, on_idle) -> bytes:
         ready, _, _ = select.select([fd], [], [], 0 if on_idle is not None else wait)
         if not ready:
             continue
-        chunk = os.read(fd, min(n - got, 1 << 20))
+        want = min(n - got, 1 << 20)
+        chunk = fd.recv(want) if isinstance(fd, socket.socket) else os.read(fd, want)
         if not chunk:
             raise Closed("the connection closed")
         chunks.append(chunk)

@@ -1,0 +1,140 @@
+"""Where users are: a machine without fork (the Windows stand-in), an older Python's process start, a venv over
+a private interpreter, and a grader that cannot start its own processes."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import ROOT, host
+from grader.check import main as check_main
+from grader.report import GRADER_ERROR
+from grader.worker import jail
+
+from conftest import QUICK, REFERENCE, grade_dict
+
+STANDIN = Path(__file__).parent / "standins" / "attnlab_nofork.py"
+
+
+@pytest.fixture(scope="module")
+def nofork_python(tmp_path_factory) -> Path:
+    """A venv over this interpreter whose every process (the grader's children too) starts without what Windows
+    lacks: os.fork, resource, fcntl, descriptor passing, POSIX-only signals, Popen's POSIX-only arguments."""
+    venv = tmp_path_factory.mktemp("nofork") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    py = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    (site / STANDIN.name).write_text(STANDIN.read_text())
+    (site / "attnlab_nofork.pth").write_text("import attnlab_nofork\n")
+    return py
+
+
+def run_grade(py: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(py), "-m", "grader", *args], cwd=ROOT, capture_output=True, text=True, timeout=900)
+
+
+def test_the_stand_in_takes_away_what_windows_lacks(nofork_python):
+    probe = ("import os, socket, signal, subprocess, grader.host as h\n"
+             "gone = [not hasattr(os, 'fork'), not hasattr(socket, 'send_fds'), not hasattr(signal, 'SIGALRM'),"
+             " h.resource is None, not h.FORK_SERVERS]\n"
+             "try:\n    import fcntl\n    gone.append(False)\nexcept ImportError:\n    gone.append(True)\n"
+             "try:\n    subprocess.Popen(['true'], preexec_fn=print)\n    gone.append(False)\n"
+             "except ValueError:\n    gone.append(True)\n"
+             "print(all(gone))")
+    done = subprocess.run([str(nofork_python), "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "True", done.stderr
+
+
+def _cases(report: dict) -> dict[str, bool]:
+    return {f"{p['name']}/{c['name']}": c["passed"] for p in report["pieces"] for c in p["cases"]}
+
+
+def test_without_fork_the_reference_and_a_bug_score_as_they_do_with_it(nofork_python, lab, tmp_path):
+    buggy = lab(edits={"additive": [('masked_fill(~src_mask, float("-inf"))', 'masked_fill(src_mask, float("-inf"))')]})
+    pieces = ["encoder", "additive", "context"]
+    for sub, code in ((REFERENCE, 0), (buggy, 1)):
+        done = run_grade(nofork_python, *pieces, "--submission", str(sub), "--quick", "--format", "json")
+        assert done.returncode == code, done.stderr[-2000:]
+        report = json.loads(done.stdout)
+        assert _cases(report) == _cases(grade_dict(sub, pieces))  # the same cases pass as on the fork path
+        missing = {g for p in report["pieces"] for g in p.get("jail_missing", [])}
+        assert "resource limits" in missing  # each absent layer is named
+
+
+def test_without_fork_the_stubs_score_zero_with_one_line_per_piece(nofork_python):
+    done = run_grade(nofork_python, "encoder", "luong", "--submission", str(ROOT / "exercises"), "--quick")
+    assert done.returncode == 1, done.stderr[-2000:]
+    rows = {ln.split()[1]: ln.split()[2] for ln in done.stdout.splitlines() if ln.startswith(("✗", "✓"))}
+    assert rows == {"encoder": "0/12", "luong": "0/8"}
+    assert done.stdout.count("not implemented yet") >= 2
+    assert "the one to trust is Classroom's, Gradescope's or your instructor's regrade" in done.stdout
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "gradescope", "junit", "classroom"])
+def test_a_grader_that_cannot_start_its_judge_says_why_exits_2_and_posts_no_score(fmt, monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(host, "python", lambda module, *args: [sys.executable, "-X", "no-such-option-attnlab",
+                                                               "--bogus-flag", "-m", module, *args])
+    out = tmp_path / "report.out"
+    code = check_main(submission=REFERENCE, pieces=["context"], fmt=fmt, seed="0", limits=QUICK, out=out, echo=print)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith(f"Error: {GRADER_ERROR}") and "not the submission's fault" in err
+    if fmt == "classroom":
+        assert not out.exists()  # nothing for the reporter to post
+        return
+    text = out.read_text()
+    assert "not the submission's fault" in text
+    if fmt == "gradescope":
+        data = json.loads(text)
+        assert "score" not in data and "tests" not in data and "not the submission's fault" in data["output"]
+    if fmt == "json":
+        assert "score" not in json.loads(text)
+
+
+def test_the_child_argv_keeps_the_working_directory_off_sys_path_on_every_python(tmp_path):
+    (tmp_path / "json.py").write_text("raise SystemExit('shadowed json imported')\n")
+    (tmp_path / "probe_mod.py").write_text("")
+    argv = host.python("json.tool", "--help")
+    assert subprocess.run(argv, cwd=tmp_path, capture_output=True).returncode == 0
+    boot = [sys.executable, "-c", host._BOOT, "json.tool", "--help"]  # the Python 3.10 form, run here too
+    done = subprocess.run(boot, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0 and "usage" in done.stdout, done.stderr
+
+
+@pytest.fixture
+def open_folder():
+    """A folder every user can enter (pytest's own tmp_path sits under a private one)."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="attnlab-perm-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_venv_over_a_private_interpreter_keeps_the_worker_from_dropping_to_nobody(open_folder, monkeypatch):
+    tmp_path = open_folder
+    public = tmp_path / "public"
+    private = tmp_path / "home" / "private"
+    public.mkdir()
+    private.mkdir(parents=True)
+    os.chmod(tmp_path, 0o755)
+    os.chmod(public, 0o755)
+    os.chmod(tmp_path / "home", 0o700)  # a home folder others cannot enter
+    monkeypatch.setattr(sys, "path", [str(public)])
+    for name in ("prefix", "exec_prefix", "base_prefix", "base_exec_prefix"):
+        monkeypatch.setattr(sys, name, str(public))
+    monkeypatch.setattr(sys, "executable", str(public / "python"))
+    if not jail._world_readable(str(tmp_path)) or not all(jail._world_readable(str(p)) for p in Path(tmp_path).parents):
+        pytest.skip("the test folder's parents are not world-readable here")
+    assert jail.nobody_can_read_interpreter()
+    monkeypatch.setattr(sys, "base_prefix", str(private))  # the venv is readable, the interpreter under it is not
+    assert not jail.nobody_can_read_interpreter()
+    monkeypatch.setattr(sys, "base_prefix", str(public))
+    monkeypatch.setattr(sys, "path", [str(public), str(private)])  # nor is every sys.path entry
+    assert not jail.nobody_can_read_interpreter()

@@ -104,17 +104,21 @@ def heatmaps(
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(1, len(panels), figsize=(1.2 + (1.4 + cell * len(src_words)) * len(panels),
                                                          1.6 + cell * rows), layout="constrained", squeeze=False)
+        if len(panels) == 1 and not (title and panels[0][0]):
+            title, panels = "", [(title or panels[0][0], *panels[0][1:])]  # one panel, one title: on the panel
         for ax, (subtitle, _, words, mistakes), a in zip(axes[0], panels, arrays):
             im = _draw_weights(ax, a, src_words, words, mistakes, expected)
             ax.set_title(subtitle, loc="left")
         axes[0][0].set_ylabel("decoder output (toy French)")
         if title:
-            fig.suptitle(title, x=0.01, ha="left", fontweight="bold")
+            fig.suptitle(title, x=0.01, ha="left", fontweight="bold", fontsize=13)
+            # the layout's default 3 pt between the figure title and the panels' titles reads as one line
+            fig.get_layout_engine().set(h_pad=6 / 72, hspace=0.0)
         bar = fig.colorbar(im, ax=list(axes[0]), shrink=min(1.0, 0.25 + 0.05 * rows), pad=0.02)
         bar.set_label("attention weight α")
         bar.outline.set_visible(False)
         if caption:
-            fig.text(0.01, 0.0, caption, ha="left", va="top", fontsize=8, color="#555555", wrap=True)
+            _caption(fig, caption)
         return _save(fig, path)
 
 
@@ -156,8 +160,21 @@ def length_curve(
         ax.grid(alpha=0.3, linewidth=0.6)
         ax.legend(loc="best", frameon=False)
         if caption:
-            fig.text(0.01, 0.0, caption, ha="left", va="top", fontsize=8, color="#555555", wrap=True)
+            _caption(fig, caption)
         return _save(fig, path)
+
+
+def _caption(fig: plt.Figure, text: str) -> None:
+    """A grey footnote under everything else in the figure (x tick labels, axis labels), never over it.
+
+    The layout engine does not place free text, so the figure is laid out first, the footnote set a line
+    below the lowest thing drawn, and the layout frozen so that saving keeps those positions."""
+    fig.draw_without_rendering()  # runs the layout on any backend (a notebook's included)
+    lowest = min(a.get_tightbbox().y0 for a in fig.axes)  # pixels from the bottom; may be below 0
+    gap = 6 / 72 * fig.dpi
+    fig.set_layout_engine("none")
+    y = (lowest - gap) / fig.bbox.height
+    fig.text(0.01, y, text, ha="left", va="top", fontsize=8, color="#555555", wrap=True, linespacing=1.4)
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:

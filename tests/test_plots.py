@@ -167,3 +167,64 @@ def test_main_refuses_a_folder_without_lab_files_in_one_line(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(plots.PlotError, match="holds none of encoder.py"):
         plots.main(submission=tmp_path / "empty", out=tmp_path / "out")
+
+
+def _drawn(monkeypatch) -> list[dict]:
+    """What the drawing functions hand to _save, measured as laid out before saving (in points from the bottom):
+    the titles, the footnote (the last free text) and the lowest edge of each axes with its tick and axis labels."""
+    measured = []
+    save = plots._save
+
+    def keep(fig, path):
+        fig.draw_without_rendering()
+        r = fig._get_renderer()
+        points = 72 / fig.dpi
+        measured.append({
+            "figure": fig,
+            "suptitle": fig._suptitle and fig._suptitle.get_window_extent(r).y0 * points,
+            "titles": [ax.title.get_window_extent(r).y1 * points for ax in fig.axes if ax.get_title(loc="left")],
+            "footnote": fig.texts and fig.texts[-1].get_window_extent(r).y1 * points,
+            "lowest": min(ax.get_tightbbox(r).y0 for ax in fig.axes) * points,
+        })
+        return save(fig, path)
+
+    monkeypatch.setattr(plots, "_save", keep)
+    return measured
+
+
+TWELVE = ("letter round flower window fast hat red fish cheese paints hot bridge".split(),
+          "lettre fleur rond fenetre chapeau rapide poisson rouge fromage peint pont chaud <eos>".split())
+
+
+def test_a_heatmaps_figure_title_stands_clear_of_the_panel_titles_and_the_footnote_below_the_axis_labels(tmp_path, monkeypatch):
+    measured = _drawn(monkeypatch)
+    src, tgt = TWELVE
+    alpha = np.random.default_rng(0).dirichlet(np.ones(len(src)), size=len(tgt))
+    plots.heatmaps([("Bahdanau (additive scores), 2100 steps", alpha, tgt, [3]), ("Luong (scaled dot scores)", alpha, tgt, [])],
+                   src, tmp_path / "h.png", "Where your models look while they translate (exercises/)",
+                   expected=[0, 2, 1, 3, 5, 4, 7, 6, 8, 9, 11, 10, None], caption="expected: ...\norange boxes: ...\na note")
+    m = measured[0]
+    assert len(m["titles"]) == 2
+    # the boxes include the fonts' full height, so 12 pt between them is about one blank line of the titles' size
+    assert all(m["suptitle"] - top >= 12 for top in m["titles"]), "the figure title runs into the panels' titles"
+    assert m["footnote"] <= m["lowest"], "the footnote runs into the x-axis labels"
+
+
+def test_a_length_curves_footnote_sits_below_its_axis_label(tmp_path, monkeypatch):
+    measured = _drawn(monkeypatch)
+    curves = {"a": {n: 1 - n / 50 for n in range(1, 41)}, "b": {n: 0.5 for n in range(1, 41)}}
+    plots.length_curve(curves, tmp_path / "c.png", "t", mark=30, caption="test split, ...\nsecond line\nthird line")
+    assert measured[0]["footnote"] <= measured[0]["lowest"]
+
+
+@pytest.mark.parametrize("titles", [("Where your Bahdanau model looks", ""), ("", "Where your Bahdanau model looks")])
+def test_a_single_heatmap_panel_has_a_title_and_a_colour_bar(tmp_path, monkeypatch, titles):
+    measured = _drawn(monkeypatch)
+    src, tgt = TWELVE
+    alpha = np.random.default_rng(0).dirichlet(np.ones(len(src)), size=len(tgt))
+    subtitle, title = titles
+    plots.heatmaps([(subtitle, alpha, tgt, [])], src, tmp_path / "one.png", title)
+    fig = measured[0]["figure"]
+    panel, *bars = fig.axes
+    assert panel.get_title(loc="left") == "Where your Bahdanau model looks" and fig._suptitle is None
+    assert len(bars) == 1 and bars[0].get_ylabel() == "attention weight α"

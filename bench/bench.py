@@ -2,6 +2,7 @@
 
     python bench/bench.py              # everything (about 10 minutes on 2 cores)
     python bench/bench.py --skip-train # only step cost, grading time and batch rate
+    python bench/bench.py --steps-only # the calibration line and the step costs alone (about a minute), for repeats
 
 Prints one markdown table per figure; nothing here is asserted (tests stay free of wall-clock checks).
 """
@@ -260,6 +261,9 @@ def main() -> None:
     ap.add_argument("--skip-train", action="store_true", help="skip the three training runs")
     ap.add_argument("--repeats", type=int, default=3, help="full grades to take the median of")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    ap.add_argument("--steps-only", action="store_true",
+                    help="only the calibration line, seconds per training step and attention alone: cheap to repeat, "
+                         "so a figure comes with its spread")
     args = ap.parse_args()
     figures: dict = {"torch": torch.__version__, "threads": train.TrainConfig().threads}
     c = calibration()
@@ -268,7 +272,7 @@ def main() -> None:
           f"sigmoid (32,25,64) {c['sigmoid_us']:.0f} us, tanh {c['tanh_us']:.0f} us, exp {c['exp_us']:.0f} us; "
           f"(32x128)(128x256) matmul {c['mm_us']:.0f} us; 256^3 matmul {c['mm256_us'] / 1000:.2f} ms "
           f"({c['gflops']:.0f} GFLOP/s)\n")
-    if not args.skip_train:
+    if not args.skip_train and not args.steps_only:
         acc, runs = curves()
         figures.update(accuracy=acc, training=runs)
         print("## Training to the targets (grader's loop; it stops once both validation targets are met)\n")
@@ -299,6 +303,10 @@ def main() -> None:
     print(table([["attention", "microseconds", "vs Bahdanau"]]
                 + [[k, f"{v * 1e6:.0f}", versus(v, attn["Bahdanau"]) if k != "Bahdanau" else "-"]
                    for k, v in attn.items()]))
+    if args.steps_only:
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=2, default=str) + "\n")
+        return
     w = worker_start()
     figures["worker_start"] = w
     print(f"\n## A jailed worker (one per piece): fork, jail, load the piece, close (median of 30)\n\n"

@@ -289,7 +289,7 @@ def describe(files: dict[str, str]) -> str:
     if not from_nb:
         return (f"graded: the .py files ({', '.join(from_py)}); {NOTEBOOK.name} counts only for a piece whose "
                 ".py file is still the untouched stub")
-    said = f"graded from {', '.join(nb)} (their .py files are untouched stubs): {', '.join(from_nb)}"
+    said = f"graded from {', '.join(nb)} (their .py files are untouched stubs or absent): {', '.join(from_nb)}"
     return said + (f"; from the .py files: {', '.join(from_py)}" if from_py else "")
 
 

@@ -140,7 +140,7 @@ def length_curve(
     colors = ["#1f4e99", "#8a96a3", "#c0392b", "#8e44ad", "#d68910"]
     default = [("bold", colors[0]), ("band", colors[1])] + [("dashed", c) for c in colors[2:]] * 4
     with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(figsize=(7.5, 4.4), layout="constrained")
+        fig, ax = plt.subplots(figsize=(9.5, 4.4), layout="constrained")  # wide enough for the legend beside it
         longest = 1
         for k, (label, curve) in enumerate(curves.items()):
             xs = sorted(curve)
@@ -158,7 +158,8 @@ def length_curve(
         ax.set_ylabel("greedy token accuracy")
         ax.set_title(title, loc="left")
         ax.grid(alpha=0.3, linewidth=0.6)
-        ax.legend(loc="best", frameon=False)
+        # beside the axes: inside, a student's curve can run anywhere, through the legend too
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, borderaxespad=0.0)
         if caption:
             _caption(fig, caption)
         return _save(fig, path)

@@ -45,6 +45,13 @@ def unpack(path: Path, into: Path) -> Path:
     """A folder laid out like exercises/ for a folder, a .zip or a notebook submission."""
     if path.is_dir():
         found = path
+        if (path / "lesson.ipynb").is_file():  # the same rule as `grade`: an untouched stub's cell counts instead
+            from .notebook import NotebookError, combine
+
+            try:
+                found, _ = combine(path, into / "combined")
+            except NotebookError as e:
+                raise BadSubmission(str(e)) from None
     elif path.suffix == ".zip":
         try:
             with zipfile.ZipFile(path) as zf:

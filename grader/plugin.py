@@ -60,6 +60,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "piece(name): the lab piece this case grades (encoder, additive, context, luong, decoder, evaluation)")
     config.addinivalue_line("markers", "points(n): the points this case is worth when it passes")
     config.addinivalue_line("markers", "slow: the case trains a model; `grade --quick` leaves it out")
+    config.addinivalue_line("markers", "title(text): how reports name the case where its function name cannot "
+                            "(an apostrophe); otherwise the name without test_ and underscores")
     sub = config.getoption("--attnlab-submission")
     if not sub:
         return
@@ -166,7 +168,10 @@ def _write_manifest(path: Path, items: list[pytest.Item]) -> None:
     found: dict[str, list[dict]] = {p: [] for p in PIECES}
     for item in items:
         piece, points = _piece_and_points(item)
-        found[piece].append({"case": item.name, "points": points, "slow": item.get_closest_marker("slow") is not None})
+        entry = {"case": item.name, "points": points, "slow": item.get_closest_marker("slow") is not None}
+        if item.get_closest_marker("title"):
+            entry["title"] = item.get_closest_marker("title").args[0]
+        found[piece].append(entry)
     path.write_text(json.dumps(found, indent=1) + "\n")
 
 

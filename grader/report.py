@@ -1,6 +1,7 @@
 """Turn piece runs into the report formats: a table for people and JSON for machines."""
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter
@@ -18,10 +19,21 @@ def safe(text: str, limit: int = 300) -> str:
 
 
 def title(case: str) -> str:
-    """`test_it_handles_edge_sizes[B=1]` -> `it handles edge sizes [B=1]`."""
+    """`test_it_handles_edge_sizes[B=1]` -> `it handles edge sizes [B=1]`; a case's title marker (in the manifest)
+    wins, since a function name cannot hold an apostrophe ("the lesson's worked example")."""
     name, _, param = case.partition("[")
-    name = name.removeprefix("test_").replace("_", " ")
+    name = _titles().get(name) or name.removeprefix("test_").replace("_", " ")
     return f"{name} [{param}" if param else name
+
+
+@functools.cache
+def _titles() -> dict[str, str]:
+    from .manifest import read
+
+    try:
+        return {c["case"].partition("[")[0]: c["title"] for cases in read().values() for c in cases if "title" in c}
+    except (OSError, ValueError):
+        return {}
 
 
 def piece_score(run: PieceRun) -> tuple[int, int]:

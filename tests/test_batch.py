@@ -40,3 +40,16 @@ def test_plots_are_written_where_the_report_says(tmp_path, monkeypatch):
     assert "plots written:" in result.output
     for name in ("heatmap.png", "length_curve.png"):
         assert (tmp_path / name).stat().st_size > 10_000
+
+
+def test_the_regrade_grades_a_notebook_only_student_as_grade_and_classroom_do(tmp_path):
+    from grader import notebook
+
+    dana = tmp_path / "dana"
+    shutil.copytree(ROOT / "exercises", dana)  # every .py file still the untouched stub
+    notebook.write(dana / "lesson.ipynb", source="reference")  # every piece written in the notebook
+    out = tmp_path / "grades.csv"
+    result = CliRunner().invoke(cli, ["batch", str(dana), "--quick", "-j", "1", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    row = next(csv.DictReader(out.open()))
+    assert row["status"] == "ok" and row["total"] == row["max_score"] != "0"

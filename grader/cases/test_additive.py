@@ -58,6 +58,7 @@ def right_at_the_usual_sizes(sub, ref) -> None:
 
 
 @pytest.mark.points(3)
+@pytest.mark.title("the lesson's worked example")
 def test_the_lessons_worked_example(sub, ref):
     m = util.build(sub, "BahdanauAttention", 2)
     r = ref.additive.BahdanauAttention(2)

@@ -94,6 +94,7 @@ def test_it_returns_one_accuracy_per_source_length(model_sub, ref, fixed):
 
 
 @pytest.mark.points(5)
+@pytest.mark.title("it matches the grader's evaluator")
 def test_it_matches_the_graders_evaluator(model_sub, ref, fixed):
     model, batch = fixed
     out = accuracy(model_sub, batch)

@@ -138,3 +138,15 @@ def test_a_venv_over_a_private_interpreter_keeps_the_worker_from_dropping_to_nob
     monkeypatch.setattr(sys, "base_prefix", str(public))
     monkeypatch.setattr(sys, "path", [str(public), str(private)])  # nor is every sys.path entry
     assert not jail.nobody_can_read_interpreter()
+
+
+def test_the_gpu_checks_device_bug_fails_the_device_case_that_runs_everywhere(lab):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("attnlab_bench_gpu", ROOT / "bench" / "gpu.py")
+    gpu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu)
+    bug = lab(edits={"additive": [gpu.DEVICE_BUG]})
+    report = grade_dict(bug, ["additive"])
+    case = next(c for c in report["pieces"][0]["cases"] if c["name"] == "test_tensors_follow_the_input_device")
+    assert not case["passed"] and "device" in case["message"]

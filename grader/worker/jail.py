@@ -118,10 +118,22 @@ def _close_all_but(keep: tuple[int, ...]) -> None:
     os.closerange(low, top)
 
 
+NVIDIA_INFO = ("/proc/driver/nvidia", "/sys/bus/pci", "/sys/devices", "/sys/module/nvidia")
+
+
+def gpu_devices() -> list[str]:
+    """The NVIDIA device nodes CUDA opens (none where there is no GPU): a worker may use these and nothing else."""
+    import glob
+
+    return sorted(glob.glob("/dev/nvidia*"))
+
+
 def _rlimits(limits: JailLimits) -> None:
     cap = int(limits.memory_gb * 2**30)
+    # CUDA reserves far more address space than it touches: with a GPU the cap is on data, not address space
+    space = resource.RLIMIT_DATA if gpu_devices() else resource.RLIMIT_AS
     for res, value in (
-        (resource.RLIMIT_AS, cap),
+        (space, cap),
         (resource.RLIMIT_FSIZE, 0),  # no file grows: the worker has nothing to write
         (resource.RLIMIT_NOFILE, limits.open_files),
         (resource.RLIMIT_CPU, limits.cpu_seconds),
@@ -179,11 +191,28 @@ def _landlock(readable: list[str]) -> bool:
             except OSError:
                 continue
         rs.allow("/dev/null", rules=FSAccess.READ_FILE | FSAccess.WRITE_FILE)
+        _allow_gpu(rs, FSAccess)
         rs.apply()
         os.close(rs._fd)  # the ruleset's descriptor is not needed once applied: the worker keeps only its own
         return True
     except Exception:  # noqa: BLE001 - an old kernel without Landlock, or a library mismatch
         return False
+
+
+def _allow_gpu(rs, FSAccess) -> None:
+    """CUDA's device nodes (read, write, ioctl) and the driver's read-only machine information; no other file."""
+    devices = gpu_devices()
+    if not devices:
+        return
+    use = FSAccess.all_file() & (FSAccess.READ_FILE | FSAccess.WRITE_FILE | FSAccess.IOCTL_DEV)
+    for path in devices:
+        try:
+            rs.allow(path, rules=use | FSAccess.READ_DIR if os.path.isdir(path) else use)
+        except OSError:
+            continue
+    for path in NVIDIA_INFO:
+        if os.path.exists(path):
+            rs.allow(path, rules=FSAccess.READ_FILE | FSAccess.READ_DIR)
 
 
 def _seccomp() -> bool:

@@ -45,7 +45,9 @@ def readable_paths(root) -> list[str]:
 
     forbidden = [os.path.realpath(root), os.path.realpath(os.path.dirname(grader.__file__))]
     wanted = {"/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/localtime", "/sys/devices/system/cpu",
-              "/proc/cpuinfo", "/proc/meminfo", "/dev/urandom", sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path}
+              "/proc/cpuinfo", "/proc/meminfo", "/dev/urandom", sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path,
+              # where a GPU machine keeps its driver libraries (Colab: /usr/lib64-nvidia), when they are not in /usr
+              *os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)}
     out: set[str] = set()
     for entry in wanted:
         if entry and os.path.exists(entry):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -188,7 +187,8 @@ def _save(fig: plt.Figure, path: Path) -> Path:
 
 def main(*, submission: Path, out: Path, timeout: float = 1200, memory_gb: float = 6.0) -> list[Path]:
     """Train the submission's model in a capped child process and return the PNGs it drew; PlotError on failure."""
-    from .sandbox import _limit_child, child_env
+    from . import host
+    from .sandbox import child_env, kill_tree, popen_limits
 
     submission, out = Path(submission).resolve(), Path(out).resolve()
     if not submission.is_dir():
@@ -205,15 +205,15 @@ def main(*, submission: Path, out: Path, timeout: float = 1200, memory_gb: float
         env[STEPS_ENV] = os.environ[STEPS_ENV]  # ... except the budget override, which is ours
     lines: deque[str] = deque(maxlen=1000)  # the error line comes last; a chatty submission cannot fill memory
     with tempfile.TemporaryDirectory(prefix="attnlab-plots-") as cwd:
-        proc = subprocess.Popen([sys.executable, "-m", "grader.plots", str(submission), str(out)], cwd=cwd, env=env,
+        proc = subprocess.Popen(host.python("grader.plots", str(submission), str(out)), cwd=cwd, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                preexec_fn=lambda: _limit_child(memory_gb))
+                                **popen_limits(memory_gb))
         relay = threading.Thread(target=_relay, args=(proc.stdout, lines), daemon=True)
         relay.start()
         try:
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # the whole group: whatever the submission spawned goes too
+            kill_tree(proc)  # the whole group: whatever the submission spawned goes too
             proc.wait()
             raise PlotError(f"making the plots ran past {timeout:g} s and was stopped; check that your model "
                             f"trains (`grade decoder`) or allow more time") from None

@@ -34,8 +34,9 @@ def nofork_python(tmp_path_factory) -> Path:
     return py
 
 
-def run_grade(py: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(py), "-m", "grader", *args], cwd=ROOT, capture_output=True, text=True, timeout=900)
+def run_grade(py: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(py), "-m", "grader", *args], cwd=ROOT, capture_output=True, text=True, timeout=900,
+                          env=None if env is None else {**os.environ, **env})
 
 
 def test_the_stand_in_takes_away_what_windows_lacks(nofork_python):
@@ -150,3 +151,15 @@ def test_the_gpu_checks_device_bug_fails_the_device_case_that_runs_everywhere(la
     report = grade_dict(bug, ["additive"])
     case = next(c for c in report["pieces"][0]["cases"] if c["name"] == "test_tensors_follow_the_input_device")
     assert not case["passed"] and "device" in case["message"]
+
+
+def test_without_fork_check_from_a_notebook_and_the_plots_work(nofork_python, tmp_path):
+    from grader import notebook
+
+    nb = notebook.write(tmp_path / "lesson.ipynb", source="reference")
+    code = f"from grader.notebook import check; print(repr(check('context', notebook={str(nb)!r})))"
+    done = subprocess.run([str(nofork_python), "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "Runs(context 9/9)" in done.stdout, done.stderr[-2000:]
+    done = run_grade(nofork_python, "context", "--quick", "--submission", str(REFERENCE), "--plots",
+                     str(tmp_path / "plots"), env={"ATTNLAB_PLOT_STEPS": "30"})
+    assert done.returncode == 0 and "plots written:" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]

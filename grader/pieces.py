@@ -17,6 +17,8 @@ class Piece:
     summary: str
     imports: tuple[str, ...] = ()  # the module's `from .x import y` lines, in the reference's order
     stub_digest: str = ""  # notebook.digest() of the generated exercises/<module>.py
+    # the lab's own modules (grader/<name>.py) the piece's worker needs, in dependency order; no other worker gets them
+    lab: tuple[str, ...] = ()
 
 
 PIECES: dict[str, Piece] = {
@@ -29,10 +31,11 @@ PIECES: dict[str, Piece] = {
         Piece("context", "context", "attention_context: the alpha-weighted sum as one bmm",
               stub_digest="ccdbcb13f4256494"),
         Piece("luong", "luong", "LuongDotAttention.forward: scaled dot-product attention",
-              imports=("from .context import attention_context",), stub_digest="38be13308c44a335"),
+              imports=("from .context import attention_context",), stub_digest="38be13308c44a335",
+              lab=("toy", "train", "baseline", "luong_model")),  # its training case: Luong's decoder around it
         Piece("decoder", "decoder", "AttnDecoder.forward_step and Seq2SeqAttn.forward",
               imports=("from .additive import BahdanauAttention", "from .encoder import EncoderAll"),
-              stub_digest="c2a56ffb429f2388"),
+              stub_digest="c2a56ffb429f2388", lab=("toy", "train")),  # its training case
         Piece("evaluation", "evaluation", "greedy_decode and accuracy_by_length",
               imports=("from .decoder import Seq2SeqAttn",), stub_digest="19e18746f6a300d3"),
     )

@@ -214,7 +214,7 @@ def progress(request: pytest.FixtureRequest):
 @pytest.fixture
 def sub(request: pytest.FixtureRequest):
     """The student's file for the piece under test, in the piece's jailed worker (grader.judge.remote.Submission)."""
-    from .judge.remote import Slot, Submission, student_sources, worker_server
+    from .judge.remote import Slot, Submission, lab_sources, student_sources, worker_server
     from .pieces import PIECES
     from .submission import ORDER
 
@@ -232,7 +232,7 @@ def sub(request: pytest.FixtureRequest):
             st["server"] = worker_server(st["worker_fd"])
         sources = student_sources(st["submission"], st["reference"], stem, ORDER, stubbed=stem == "evaluation")
         st["slot"] = Slot(st["server"], sources, stem, path.name, st["output"], st["memory_gb"],
-                          int(st["piece_timeout"]) + 60)
+                          int(st["piece_timeout"]) + 60, lab=lab_sources(PIECES[st["piece"]].lab))
     handle = Submission(st["slot"], case_seed(st, request.node.name), time.monotonic() + case_timeout(request.node))
     try:
         yield handle

@@ -90,7 +90,9 @@ def serve() -> None:
     import subprocess
 
     mine, theirs = socket.socketpair()  # started before _warm(): its memory never held a case
-    subprocess.Popen(host.python("grader.worker.server", str(theirs.fileno())), pass_fds=(theirs.fileno(),),
+    from .sandbox import worker_env
+
+    subprocess.Popen(host.python("grader.worker.server", str(theirs.fileno())), pass_fds=(theirs.fileno(),), env=worker_env(),
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     theirs.close()
     WORKERS = mine.detach()

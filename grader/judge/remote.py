@@ -56,11 +56,11 @@ class WorkerServer:
         self.proc = None
         if fd is None:
             mine, theirs = socket.socketpair()
-            from ..sandbox import child_env
+            from ..sandbox import worker_env
 
             self.proc = subprocess.Popen(host.python("grader.worker.server", str(theirs.fileno())),
                                          pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.DEVNULL, env=child_env(), cwd=tempfile.gettempdir())
+                                         stderr=subprocess.DEVNULL, env=worker_env(), cwd=tempfile.gettempdir())
             theirs.close()
             self.sock = mine
         else:
@@ -129,7 +129,7 @@ class SpawnedWorkers:
         self.procs: dict[int, subprocess.Popen] = {}
 
     def start(self, memory_gb: float, cpu_seconds: int) -> tuple[int, socket.socket, subprocess.Popen]:
-        from ..sandbox import child_env
+        from ..sandbox import worker_env
 
         token = secrets.token_hex(16)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
@@ -138,7 +138,7 @@ class SpawnedWorkers:
             try:
                 proc = subprocess.Popen(host.python("grader.worker.server", "--connect", str(listener.getsockname()[1])),
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        env=child_env(), cwd=tempfile.gettempdir())
+                                        env=worker_env(), cwd=tempfile.gettempdir())
             except OSError as e:
                 raise WorkerLost(f"a worker could not start ({e.strerror or e})", server=True) from None
             self.procs[proc.pid] = proc
@@ -417,9 +417,11 @@ class Slot:
     """The one worker of a piece: started on first use, kept for the piece's next case, replaced once it dies,
     hangs or is stopped. A file that failed to import fails every later case with the same message."""
 
-    def __init__(self, server: WorkerServer, sources: list[tuple[str, str]], student: str, filename: str,
-                 output: Output, memory_gb: float, cpu_seconds: int) -> None:
+    def __init__(self, server: WorkerServer | SpawnedWorkers, sources: list[tuple[str, str]], student: str,
+                 filename: str, output: Output, memory_gb: float, cpu_seconds: int,
+                 lab: list[tuple[str, str]] = ()) -> None:
         self.server, self.sources, self.student, self.filename = server, sources, student, filename
+        self.lab = list(lab)
         self.output, self.memory_gb, self.cpu_seconds = output, memory_gb, cpu_seconds
         self.worker: Worker | None = None
         self.load_error: str | None = None
@@ -439,7 +441,7 @@ class Slot:
             self.jail = self.worker.hello(deadline)
             try:
                 self.worker.request({"cmd": "load", "modules": self.sources, "student": self.student,
-                                     "filename": self.filename, "seed": 0}, deadline)
+                                     "filename": self.filename, "seed": 0, "lab": self.lab}, deadline)
             except RemoteError as e:
                 self.load_error = import_message(self.filename, e)
                 raise LoadError(self.load_error) from None
@@ -560,6 +562,13 @@ class _Decoder:
                 got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
                 raise ValueError(f"forward_step's {name} is {got}; it must be a float tensor of shape {shape}")
         return out
+
+
+def lab_sources(names: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The text of the lab's own modules a piece's worker needs (grader/<name>.py, in the order given): workers
+    import no lab module of their own, so none holds code that computes another piece's answer."""
+    here = Path(__file__).resolve().parent.parent
+    return [(name, (here / f"{name}.py").read_text(encoding="utf-8")) for name in names]
 
 
 def relative_imports(source: str) -> set[str]:

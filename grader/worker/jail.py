@@ -17,6 +17,7 @@ from ..host import resource
 NOBODY = 65534
 CLONE_THREAD = 0x00010000
 CLONE_NEWNET = 0x40000000
+CLONE_NEWIPC = 0x08000000
 F_SETOWN, F_SETSIG, F_SETOWN_EX = 8, 10, 15
 FIOSETOWN, SIOCSPGRP = 0x8901, 0x8902
 # what model code never needs: new programs and processes, other processes' memory, scheduling and
@@ -35,7 +36,16 @@ REFUSED = (
     "swapoff", "acct", "quotactl", "iopl", "ioperm", "syslog", "vhangup", "name_to_handle_at", "open_by_handle_at",
     "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups", "setfsuid", "setfsgid",
     "capset", "personality", "io_uring_setup", "io_uring_enter", "io_uring_register",
+    # channels between workers, which may run at once and must not share anything: System V and POSIX IPC,
+    # locks and leases on files every worker can read, watching those files' accesses, and the page cache's
+    # state (residency, advice, read-ahead) as a shared bit store
+    "shmget", "shmat", "shmdt", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop",
+    "semctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr", "flock",
+    "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark", "fadvise64",
+    "mincore", "readahead", "cachestat", "process_madvise",
 )
+# fcntl commands that lock, lease or watch a file (the lock state of a file others can open is a channel)
+F_LOCKS = (5, 6, 7, 36, 37, 38, 1024, 1025, 1026)  # F_GETLK/SETLK/SETLKW, F_OFD_*, F_SETLEASE/GETLEASE, F_NOTIFY
 
 
 @dataclass(frozen=True)
@@ -59,8 +69,10 @@ def apply(keep_fds: tuple[int, ...], limits: JailLimits, readable: list[str]) ->
     if sys.platform != "linux":
         return missing + ["seccomp", "landlock", "network namespace"]
     if os.geteuid() == 0:
-        if not _unshare_net():
+        if not _unshare(CLONE_NEWNET):
             missing.append("network namespace")
+        if not _unshare(CLONE_NEWIPC):  # System V and POSIX IPC of its own, gone with it (seccomp refuses them too)
+            missing.append("IPC namespace")
         if nobody_can_read_interpreter():
             os.setgroups([])
             os.setresgid(NOBODY, NOBODY, NOBODY)
@@ -82,10 +94,10 @@ def _libc():
     return ctypes.CDLL(None, use_errno=True)
 
 
-def _unshare_net() -> bool:
-    """A new network namespace (no interfaces but a downed loopback: nothing to reach)."""
+def _unshare(flag: int) -> bool:
+    """A new namespace: network (no interfaces but a downed loopback: nothing to reach) or IPC (empty)."""
     try:
-        return _libc().unshare(CLONE_NEWNET) == 0
+        return _libc().unshare(flag) == 0
     except (OSError, AttributeError):
         return False
 
@@ -237,7 +249,7 @@ def _seccomp() -> bool:
         for name in ("prlimit64", "sched_setaffinity"):  # 0 is this process; any other pid is someone else's
             f.add_rule(deny, name, sc.Arg(0, sc.NE, 0))
         # an owner for SIGIO (and the signal it sends) would let a write signal any process
-        for cmd in (F_SETOWN, F_SETSIG, F_SETOWN_EX):
+        for cmd in (F_SETOWN, F_SETSIG, F_SETOWN_EX, *F_LOCKS):
             f.add_rule(deny, "fcntl", sc.Arg(1, sc.EQ, cmd))
         for req in (FIOSETOWN, SIOCSPGRP):
             f.add_rule(deny, "ioctl", sc.Arg(1, sc.EQ, req))

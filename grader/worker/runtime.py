@@ -15,11 +15,15 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import wire
 
-from ..luong_model import Seq2SeqLuong
-
 SUB_PKG = "attnlab_submission"
-LAB_MODELS = {"Seq2SeqLuong": Seq2SeqLuong}  # built by name around a student's module (an argument)
+LAB_MODELS = {"Seq2SeqLuong": "luong_model"}  # built by name around a student's module: {class: lab module}
 PAIRS: list | None = None  # the training split, read by the server before any worker is jailed
+
+
+def read_pairs(path) -> list[tuple[list[str], list[str]]]:
+    """The training split's (source words, target words) pairs: data read before the jail, no lab code needed."""
+    with open(path, encoding="utf-8") as f:
+        return [(s.split(), t.split()) for s, t in (line.rstrip("\n").split("\t") for line in f if line.strip())]
 
 
 class Worker:
@@ -32,10 +36,17 @@ class Worker:
 
     # -- loading --
 
-    def load(self, modules: list, student: str, filename: str, seed: int, threads: int = 1) -> None:
+    def load(self, modules: list, student: str, filename: str, seed: int, threads: int = 1, lab: list = ()) -> None:
         torch.manual_seed(seed)
         random.seed(seed)
         torch.set_num_threads(threads)
+        for i, (stem, source) in enumerate(lab):  # the lab modules this piece needs, as `grader.<stem>`
+            lab[i] = (stem, None)
+            mod = types.ModuleType(f"grader.{stem}")
+            mod.__file__, mod.__package__ = f"<lab {stem}.py>", "grader"
+            sys.modules[mod.__name__] = mod
+            exec(compile(source, mod.__file__, "exec"), mod.__dict__)  # noqa: S102 - the judge's own lab code
+            del source
         pkg = types.ModuleType(SUB_PKG)
         pkg.__path__ = []
         pkg.__package__ = SUB_PKG
@@ -91,7 +102,8 @@ class Worker:
     def handle(self, req: dict) -> object:
         cmd = req["cmd"]
         if cmd == "load":
-            self.load(req["modules"], req["student"], req["filename"], req["seed"], req.get("threads", 1))
+            self.load(req["modules"], req["student"], req["filename"], req["seed"], req.get("threads", 1),
+                      req.get("lab", []))
             return None
         if cmd == "seed":
             torch.manual_seed(req["seed"])
@@ -105,7 +117,11 @@ class Worker:
             return None
         if cmd == "new":
             # a lab model (trusted code, imported before the jail) around the student's module, or the student's class
-            cls = LAB_MODELS[req["cls"][5:]] if req["cls"].startswith("@lab:") else getattr(self.module, req["cls"])
+            if req["cls"].startswith("@lab:"):
+                name = req["cls"][5:]
+                cls = getattr(sys.modules[f"grader.{LAB_MODELS[name]}"], name)  # KeyError: not this piece's
+            else:
+                cls = getattr(self.module, req["cls"])
             args, kwargs = self.args(req)
             self.store[req["name"]] = cls(*args, **kwargs)
             return None

@@ -26,15 +26,15 @@ def _warm() -> list[str]:
     import torch.nn.functional  # noqa: F401
     import torch.utils._python_dispatch  # noqa: F401
 
-    from .. import ROOT, toy, train  # noqa: F401
-    from . import jail, runtime, wire  # noqa: F401
+    from .. import ROOT
+    from . import jail, runtime, wire  # noqa: F401 - no lab module: a piece that needs one is sent its source
 
     try:
         import landlock  # noqa: F401
         import pyseccomp  # noqa: F401
     except (ImportError, OSError):
         pass
-    runtime.PAIRS = toy.read_split("train")  # read now: a worker cannot open the data folder
+    runtime.PAIRS = runtime.read_pairs(ROOT / "datasets" / "toy_translation" / "train.tsv")  # a worker cannot open it
     torch.set_num_threads(1)
     return readable_paths(ROOT)
 

@@ -193,6 +193,8 @@ def _tensor(obj: dict) -> torch.Tensor:
         return torch.empty(shape, dtype=_DTYPES[dtype], device="meta")
     if type(data) is not torch.Tensor or list(data.shape) != shape or data.dtype != _DTYPES[dtype]:
         raise WireError("a tensor whose data does not match its shape")
+    if data.layout is not torch.strided or data.is_quantized or data.is_nested:  # sparse, quantized, nested
+        raise WireError("a tensor that is not a plain dense one (sparse, quantized or nested)")
     data = data.detach().clone()  # a fresh plain tensor: nothing of what was unpickled stays attached
     if device != "cpu":
         data.far_device = device  # type: ignore[attr-defined]  # where the worker held it (cuda)

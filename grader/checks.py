@@ -1,6 +1,10 @@
 """Assertions for the hidden cases: they tell a student what is wrong without printing the answer."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import math
+
 import torch
 import torch.nn as nn
 
@@ -8,6 +12,20 @@ from .judge.remote import RemoteError
 
 _assert_close = torch.testing.assert_close
 _isfinite = torch.isfinite
+
+
+_META = contextvars.ContextVar("meta_answers", default=False)  # set only while a device case runs code on meta
+
+
+@contextlib.contextmanager
+def meta_answers():
+    """Within: an answer may be a meta tensor (the device cases feed meta inputs); elsewhere it is refused, since a
+    meta tensor carries no value to check."""
+    token = _META.set(True)
+    try:
+        yield
+    finally:
+        _META.reset(token)
 
 
 class CaseFailure(AssertionError):
@@ -22,6 +40,11 @@ def tensor(x: object, what: str, shape: tuple[int, ...] | None = None, dtype: to
     """Check that `x` is a plain tensor of the given shape and dtype."""
     if type(x) not in (torch.Tensor, nn.Parameter):
         fail(f"{what} should be a torch.Tensor, got {getattr(x, 'type_name', None) or type(x).__name__}")
+    if x.layout != torch.strided or x.is_nested or x.is_quantized:  # sparse, nested, quantized: not an answer
+        fail(f"{what} should be a dense tensor, got a {str(x.layout).removeprefix('torch.')} one; return it as torch "
+             "computes it (no to_sparse(), nested or quantized tensors)")
+    if x.device.type == "meta" and not _META.get():
+        fail(f"{what} is a meta tensor, which holds no values; compute it on the inputs' device")
     if shape is not None and tuple(x.shape) != tuple(shape):
         fail(f"{what} has shape {tuple(x.shape)}, expected {tuple(shape)}; check which dimensions you squeeze, stack or transpose")
     if dtype is not None and x.dtype != dtype:
@@ -42,6 +65,8 @@ def finite(x: torch.Tensor, what: str, hint: str = "") -> None:
 
 
 def is_close(actual: torch.Tensor, expected: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
+    if not isinstance(actual, torch.Tensor) or actual.layout != torch.strided or actual.device != expected.device:
+        return False
     try:
         _assert_close(actual.detach().double(), expected.detach().double(), atol=atol, rtol=rtol)
     except AssertionError:
@@ -49,13 +74,27 @@ def is_close(actual: torch.Tensor, expected: torch.Tensor, atol: float = 1e-5, r
     return True
 
 
+def how_far(err: float) -> str:
+    """The size of a miss as an order of magnitude: "largest error 9.96" would hand a student the hidden
+    value to three digits, a power of ten does not."""
+    if not err < 1:  # NaN and inf too
+        return "off by more than 1"
+    if not err > 0:
+        return "off by a rounding error"
+    k = round(math.log10(err))
+    return "off by less than 1" if k >= 0 else f"off by about 1e{k}"
+
+
 def close(actual: torch.Tensor, expected: torch.Tensor, what: str, hint: str, atol: float = 1e-5, rtol: float = 1e-4) -> None:
     """Fail with `hint` (never the expected values) unless `actual` matches the reference."""
     tensor(actual, what, tuple(expected.shape), expected.dtype)
+    if actual.device != expected.device:  # a meta answer has no values to compare
+        fail(f"{what} is on the {actual.device.type} device, not on the inputs' {expected.device.type} device; "
+             "make new tensors on the inputs' device")
     finite(actual, what)
     if not is_close(actual, expected, atol, rtol):
         err = (actual.detach().double() - expected.detach().double()).abs().max().item()
-        fail(f"{what} differs from the reference (largest error {err:.3g}). {hint}")
+        fail(f"{what} differs from the reference ({how_far(err)}). {hint}")
 
 
 def call(fn, *args, what: str, **kwargs):
@@ -82,7 +121,9 @@ def student_failure(e: RemoteError, what: str) -> Exception:
 def on_device(device: str, hint: str, **tensors: object) -> None:
     """Fail when an output left the inputs' device (a tensor made inside forward without device=...)."""
     for name, t in tensors.items():
-        if tensor(t, name).device.type != device:
+        with meta_answers():
+            t = tensor(t, name)
+        if t.device.type != device:
             fail(f"{name} ended up on {t.device.type}, not on the inputs' {device} device; {hint}")
 
 

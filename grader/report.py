@@ -8,11 +8,16 @@ from collections import Counter
 
 from .sandbox import CaseResult, PieceRun
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u2028\u2029]|\x1b\[[0-9;?]*[ -/]*[@-~]")
+# C0 and C1 controls (ESC sequences, 8-bit CSI), line and paragraph separators, bidirectional overrides and isolates
+# (they reorder what a line shows), and the two BMP non-characters XML 1.0 forbids
+_CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+                      r"\ufffe\uffff]")
 
 
-def safe(text: str, limit: int = 300) -> str:
-    """One line of untrusted text, escaped so it can neither start a workflow command nor a fake report."""
+def safe(text: object, limit: int = 300) -> str:
+    """One line of untrusted text, escaped so it can neither start a workflow command nor a fake report, and
+    printable in every format: a lone surrogate (which no encoder writes) becomes U+FFFD, a valid pair its character."""
+    text = str(text).encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     text = _CONTROL.sub("?", text.replace("\r", " ").replace("\n", " ").replace("\t", " "))
     text = text.replace("::", ": :")
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -89,7 +94,7 @@ def to_json(runs: list[PieceRun], quick: tuple[int, int] | None = None, **meta) 
 
 def to_text(runs: list[PieceRun], source: str, color: bool = False, quick: tuple[int, int] | None = None) -> str:
     ok, bad = ("\x1b[32m✓\x1b[0m", "\x1b[31m✗\x1b[0m") if color else ("✓", "✗")
-    lines = [f"Attention lab: grading {source}", ""]
+    lines = [f"Attention lab: grading {safe(source, 500)}", ""]
     for run in runs:
         got, top = piece_score(run)
         failed = failures(run)
@@ -109,7 +114,7 @@ def to_text(runs: list[PieceRun], source: str, color: bool = False, quick: tuple
     total, top = total_score(runs)
     skipped = Counter(safe(c.message) for r in runs for c in r.cases if c.skipped)
     lines += [""] + [f"({n} point-free case(s) {m})" for m, n in sorted(skipped.items())]
-    gaps = sorted({g for r in runs for g in r.jail})
+    gaps = sorted({safe(g, 80) for r in runs for g in r.jail})
     if gaps:
         lines.append(f"(note: the worker jail here lacks {', '.join(gaps)}; the score counts the same, but the one to "
                      "trust is Classroom's, Gradescope's or your instructor's regrade)")

@@ -52,6 +52,9 @@ BUGS = {
     "scored against the inputs": ("evaluation", [("gold = tgt[:, 1:]", "gold = tgt[:, :-1]")]),
 }
 ORDER = list(PIECES)
+# bugs only a point-free case can see on a CPU: the meta device case is a hint, since a meta tensor has no values and
+# code that special-cases meta would pass it; the CUDA case, also point-free, sees them where a GPU is
+HINT_ONLY = {"tensors made on the CPU": "test_tensors_follow_the_input_device"}
 # what a case that names the cause says, for each bug; a case that cannot name it points to one that does
 CAUSES = {
     "unmasked pads": r"pad positions: set their scores to -inf",
@@ -89,7 +92,7 @@ def graded(bug: str) -> dict:
         return grade_dict(make_submission(Path(tmp) / "sub", {piece: edits}), [piece, neighbour])
 
 
-@pytest.mark.parametrize("bug", list(BUGS))
+@pytest.mark.parametrize("bug", [b for b in BUGS if b not in HINT_ONLY])
 def test_a_bug_loses_points_on_its_own_piece_only(bug):
     piece, _ = BUGS[bug]
     neighbour = ORDER[(ORDER.index(piece) + 1) % len(ORDER)]
@@ -100,6 +103,17 @@ def test_a_bug_loses_points_on_its_own_piece_only(bug):
     messages = [c["message"] for p in report["pieces"] for c in p["cases"] if not c["passed"] and not c["skipped"]]
     assert messages and all(messages), "every failed case says why"
     assert not any("Traceback" in m for m in messages)
+
+
+@pytest.mark.parametrize("bug", list(HINT_ONLY))
+def test_a_device_bug_keeps_its_points_on_a_cpu_and_fails_its_point_free_case_with_the_hint(bug):
+    piece, _ = BUGS[bug]
+    report = graded(bug)
+    got = scores(report)
+    assert got[piece][0] == got[piece][1], f"{bug}: the points of a check that cannot see values were paid for"
+    failed = [c for p in report["pieces"] for c in p["cases"] if not c["passed"] and not c["skipped"]]
+    assert [(c["name"], c["max_points"]) for c in failed] == [(HINT_ONLY[bug], 0)]
+    assert re.search(CAUSES[bug], failed[0]["message"])
 
 
 def test_every_bug_has_its_cause_written_down():

@@ -47,3 +47,57 @@ def test_a_case_worth_k_points_is_k_tests_that_pass_or_fail_together_with_its_hi
     assert all(t["status"] == "fail" and t["score"] == 0 and t["message"] == "off by a transpose" for t in a2)
     assert not any("cuda" in t["name"] for t in payload["tests"])  # point-free cases would skew the log's ratio
     assert payload["status"] == "fail"
+
+
+# ---- untrusted text in every format ----
+
+UNPRINTABLE = ("raised ValueError: lone \ud800 and \udcff surrogates, a pair \ud83d\ude00, a non-character \ufffe, "
+               "a bidi override \u202e1/9\u202c, an 8-bit CSI \x9b31m and a NUL \x00")
+
+
+def runs_saying(message: str) -> list[PieceRun]:
+    return [PieceRun("context", [CaseResult("test_a", 3, False, message), CaseResult("test_b", 0, False, message,
+                                                                                   skipped=True)],
+                     output=message + "\n", jail=[message])]
+
+
+def rendered(fmt: str, runs: list[PieceRun]) -> str:
+    from grader import report
+
+    if fmt == "text":
+        return report.to_text(runs, "sub\udcff", quick=(1, 5))
+    if fmt == "classroom":
+        return base64.b64decode(report.to_classroom(runs)).decode("utf-8")
+    return report.FORMATS[fmt](runs, quick=(1, 5))
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "junit", "gradescope", "classroom"])
+def test_a_message_with_lone_surrogates_and_controls_renders_printable_in_every_format(fmt):
+    import xml.etree.ElementTree as ET
+
+    text = rendered(fmt, runs_saying(UNPRINTABLE))
+    text.encode("utf-8")  # strict: a lone surrogate raised here, and `grade --out` left an empty file
+    assert not any(ch in text for ch in "\ufffe\u202e\x9b\x00")
+    assert "\ufffd" in text or "\\ufffd" in text  # the surrogates became U+FFFD, shown or JSON-escaped
+    if fmt == "junit":
+        root = ET.fromstring(text.encode("utf-8"))  # an XML parser takes it
+        assert "surrogates" in root.find(".//failure").get("message")
+    elif fmt != "text":
+        assert "surrogates" in json.dumps(json.loads(text), ensure_ascii=False)
+    else:
+        assert "surrogates" in text and "grading sub\ufffd" in text
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "junit", "gradescope"])
+def test_a_grader_error_with_a_lone_surrogate_renders_printable(fmt):
+    from grader.report import grader_error
+
+    grader_error(fmt, "judge exited: \ud800").encode("utf-8")
+
+
+def test_safe_keeps_printable_text_and_a_valid_surrogate_pair():
+    from grader.report import safe
+
+    assert safe("αβγ ✓ 😀 tab\there") == "αβγ ✓ 😀 tab here"
+    assert safe("\ud83d\ude00") == "😀"
+    assert safe("\ud800" * 400, 10) == "\ufffd" * 9 + "…"

@@ -79,7 +79,7 @@ def test_the_lessons_worked_example(sub, ref):
                  "The context is the alpha-weighted sum of the encoder states.", atol=1e-3)
 
 
-@pytest.mark.points(3)
+@pytest.mark.points(4)  # with the device case's point: values on meta cannot be checked
 def test_it_matches_the_reference_on_random_weights(sub, ref):
     s = util.MAIN
     m, r = pair_of(sub, ref, s.H)
@@ -142,7 +142,7 @@ def test_noise_written_into_pads_leaves_the_context_unchanged(sub, ref):
                  "Pad positions must get exactly zero weight, whatever the encoder wrote there.")
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0)  # a hint: see util.on_meta
 def test_tensors_follow_the_input_device(sub, ref):
     s = util.MAIN
     m, r = pair_of(sub, ref, s.H)

@@ -78,7 +78,7 @@ def context_of(sub, alpha, enc):
     return checks.call(sub.fn("attention_context"), alpha, enc, what="attention_context")
 
 
-@pytest.mark.points(3)
+@pytest.mark.points(4)  # with the device case's point: values on meta cannot be checked
 def test_it_is_the_alpha_weighted_sum_of_encoder_states(sub, ref):
     s = util.MAIN
     alpha, enc = inputs(s.B, s.T, s.H)
@@ -137,7 +137,7 @@ def test_it_runs_no_python_loop_over_positions(sub, ref):
                     f"{n_long} at T_src=32): replace the Python loop over positions with one batched product (torch.bmm).")
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0)  # a hint: see util.on_meta
 def test_tensors_follow_the_input_device(sub, ref):
     s = util.MAIN
     alpha, enc = inputs(s.B, s.T, s.H)
@@ -145,7 +145,8 @@ def test_tensors_follow_the_input_device(sub, ref):
                "Device-agnostic code must first be right on the CPU. " + util.see(WEIGHTED_SUM))
     got = util.on_meta(context_of, sub, alpha.to("meta"), enc.to("meta"), what="attention_context",
                        hint="make new tensors on the inputs' device")
-    checks.tensor(got, "context", (s.B, s.H))
+    with checks.meta_answers():
+        checks.tensor(got, "context", (s.B, s.H))
     checks.on_device("meta", "make new tensors on the inputs' device", context=got)
 
 

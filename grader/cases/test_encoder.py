@@ -63,7 +63,7 @@ def test_it_returns_an_output_for_every_time_step(sub, ref):
         checks.finite(t, name)
 
 
-@pytest.mark.points(3)
+@pytest.mark.points(4)  # with the device case's point: values on meta cannot be checked
 def test_it_matches_the_reference_on_random_weights(sub, ref):
     s = util.MAIN
     m, r = pair_of(sub, ref, s)
@@ -123,7 +123,7 @@ def test_a_padded_row_equals_the_sentence_run_alone(sub, ref):
             checks.fail("h of a padded row is neither the state after its pads nor after its last real token.")
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0)  # a hint: see util.on_meta
 def test_tensors_follow_the_input_device(sub, ref):
     s = util.MAIN
     m, r = pair_of(sub, ref, s)

@@ -34,10 +34,11 @@ def fixed(ref):
     return model, toy.Batch(batch.src, batch.src_mask, tgt)
 
 
-@pytest.fixture
-def model_sub(sub, fixed):
-    """`sub`, with the judge's model answering the questions the student's code asks of `model`."""
-    model, _ = fixed
+def lend(sub, model, forced: toy.Batch | None = None):
+    """`sub`, with the judge's model answering the questions the student's code asks of `model`: only what greedy
+    decoding needs (the encoder, and one decoder step at a time). The whole model's forward is a decode run by the
+    judge (teacher_forcing_ratio=0.0 makes it greedy, a prefix of one's own tokens as `tgt` too), so it is served
+    only teacher-forced on rows of `forced`, the case's own batch: the mistake the accuracy case names."""
 
     def answer(name: str, args: list, kwargs: dict):
         for t in [*args, *kwargs.values()]:
@@ -49,12 +50,41 @@ def model_sub(sub, fixed):
                 return model.encoder(*args, **kwargs)
             if name == "forward_step":
                 return model.decoder.forward_step(*args, **kwargs)
-            if name == "forward":
-                return model(*args, **kwargs)
-        raise ValueError(f"the model has no {name}")
+            if name == "forward" and forced is not None:
+                return model(*teacher_forced(forced, *args, **kwargs))
+        raise ValueError(f"the model answers model.encoder(src) and model.decoder.forward_step(...) here, not {name}: "
+                         "decode one step at a time")
 
     sub.callbacks = answer
     return sub
+
+
+def teacher_forced(batch: toy.Batch, src=None, src_mask=None, tgt=None, teacher_forcing_ratio=1.0):
+    """forward's arguments, when they ask for teacher forcing on rows of `batch` (whole rows, the same width)."""
+    if type(teacher_forcing_ratio) not in (int, float) or teacher_forcing_ratio != 1:
+        raise ValueError("the model runs forward here only teacher-forced (teacher_forcing_ratio=1.0): decode greedily "
+                         "with model.encoder and model.decoder.forward_step")
+    own = (batch.src, batch.src_mask, batch.tgt)
+    rows = {(tuple(s.tolist()), tuple(m.tolist()), tuple(g.tolist())) for s, m, g in zip(*own)}
+    given = (src, src_mask, tgt)
+    if not all(type(x) is torch.Tensor and x.dim() == 2 and x.size(1) == y.size(1) and x.dtype == y.dtype
+               and x.size(0) == src.size(0) for x, y in zip(given, own)) or not all(
+            (tuple(s.tolist()), tuple(m.tolist()), tuple(g.tolist())) in rows for s, m, g in zip(*given)):
+        raise ValueError("the model runs forward here only on the batch's own src, src_mask and tgt: decode greedily "
+                         "with model.encoder and model.decoder.forward_step")
+    return src, src_mask, tgt
+
+
+@pytest.fixture
+def model_sub(sub, fixed):
+    """`sub` for greedy_decode: the judge's model answers the encoder and single decoder steps, nothing else."""
+    return lend(sub, fixed[0])
+
+
+@pytest.fixture
+def accuracy_sub(sub, fixed):
+    """`sub` for accuracy_by_length: teacher-forced forward on the case's batch too, so that mistake gets its hint."""
+    return lend(sub, *fixed)
 
 
 def accuracy(sub, batch):
@@ -83,9 +113,9 @@ def test_greedy_decode_feeds_back_its_own_predictions(model_sub, ref, fixed):
 
 
 @pytest.mark.points(1)
-def test_it_returns_one_accuracy_per_source_length(model_sub, ref, fixed):
+def test_it_returns_one_accuracy_per_source_length(accuracy_sub, ref, fixed):
     model, batch = fixed
-    out = accuracy(model_sub, batch)
+    out = accuracy(accuracy_sub, batch)
     want = sorted(set(batch.src_mask.sum(1).tolist()))
     if sorted(out) != want or not all(type(k) is int for k in out):
         checks.fail(f"the keys should be the {len(want)} distinct source lengths as Python ints; count real tokens with src_mask.")
@@ -95,9 +125,9 @@ def test_it_returns_one_accuracy_per_source_length(model_sub, ref, fixed):
 
 @pytest.mark.points(5)
 @pytest.mark.title("it matches the grader's evaluator")
-def test_it_matches_the_graders_evaluator(model_sub, ref, fixed):
+def test_it_matches_the_graders_evaluator(accuracy_sub, ref, fixed):
     model, batch = fixed
-    out = accuracy(model_sub, batch)
+    out = accuracy(accuracy_sub, batch)
     want = evaluate.batch_accuracy_by_length(model, batch)
     if set(out) != set(want):
         checks.fail("the keys should be the distinct source lengths of the batch.")

@@ -19,7 +19,7 @@ def attend(sub, enc, q, mask):
     return checks.tensor(out[0], "context", (B, H)), checks.tensor(out[1], "alpha", (B, T))
 
 
-@pytest.mark.points(3)
+@pytest.mark.points(4)  # with the device case's point: values on meta cannot be checked
 def test_it_matches_the_reference_and_scales_by_sqrt_d(sub, ref):
     s = util.MAIN
     enc, q = torch.randn(s.B, s.T, s.H) * 2, torch.randn(s.B, s.H) * 2
@@ -81,7 +81,7 @@ def right_at_the_usual_sizes(sub, ref) -> None:
     util.close(context, rc, "context", "")
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0)  # a hint: see util.on_meta
 def test_tensors_follow_the_input_device(sub, ref):
     s = util.MAIN
     mask = util.mask_for(util.lengths(s), s.T)

@@ -71,9 +71,14 @@ def right_elsewhere(check) -> bool:
 
 def on_meta(fn, *args, what: str, hint: str):
     """Call student code on meta tensors; torch's "Cannot copy out of meta tensor" (a NotImplementedError) means a
-    tensor was made on the CPU and mixed with the inputs, not an unfinished piece."""
+    tensor was made on the CPU and mixed with the inputs, not an unfinished piece.
+
+    The cases that use it are worth 0 points, like the CUDA cases: a meta tensor has no values, so code that
+    special-cases meta (`if x.device.type == "meta": return torch.empty(...)`) would pass them without being
+    device-agnostic. They run everywhere as a hint; their point went to a value-checked case of the piece."""
     try:
-        return fn(*args)
+        with checks.meta_answers():
+            return fn(*args)
     except RemoteError as e:
         if e.kind != "not_implemented":
             raise checks.student_failure(e, what) from None

@@ -1,81 +1,200 @@
-"""`grade batch`: regrade a whole class in parallel into a CSV gradebook and one JSON report each."""
+"""`grade batch`: regrade a whole class in parallel into a CSV gradebook and one JSON report each.
+
+The submissions are untrusted input to an unjailed process that has the reference beside it: they are
+read through grader/intake.py (no links, capped sizes, notebooks and zips parsed in a capped child), every
+row is named uniquely after its repository with its path beside it, every text cell is neutralised for
+spreadsheets, and each row reaches the disk as it finishes.
+"""
 from __future__ import annotations
 
 import csv
 import json
 import os
+import re
 import tempfile
 import threading
-import zipfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from . import report
-from .check import MAX_FILE, grade, stage
+from .check import grade, stage
+from .intake import LAB_FILES, MAX_ZIP, NOTEBOOK, Refused, is_link, no_link, parse, snapshot
 from .pieces import MODULES, PIECES
 from .sandbox import Limits, Zygote
 
+BadSubmission = Refused  # the name callers and tests know
+EXERCISES = "exercises"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_WINDOWS_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)), *(f"LPT{i}" for i in range(10))}
+_FORMULA = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")  # and their full-width forms
 
-class BadSubmission(Exception):
-    """One student's submission could not be read; the batch records it and goes on."""
+
+# --- which submissions, named how ---------------------------------------------------------------
+
+def holds_lab(folder: Path) -> bool:
+    """A folder laid out like exercises/ (a lab file or the notebook, even a broken one or a link)."""
+    return any(os.path.lexists(folder / name) for name in LAB_FILES)
+
+
+def is_submission(path: Path) -> bool:
+    """A .zip, a .ipynb, a folder laid out like exercises/ or a repository holding exercises/."""
+    if not path.is_dir() or is_link(path):
+        return True  # a file or a link is one submission (a link becomes an error row, never followed)
+    return holds_lab(path) or os.path.lexists(path / EXERCISES)
+
+
+def collect(paths: list[Path]) -> list[Path]:
+    """The submissions given: each path is one, except a folder that is neither a submission nor a git
+    repository, such as the folder `gh classroom clone student-repos` writes, which stands for its entries
+    (folders, .zip and .ipynb files; one level, never deeper). The same path twice is graded once."""
+    found: dict[str, Path] = {}
+    for path in paths:
+        entries = [path]
+        if not is_submission(path) and not os.path.lexists(path / ".git"):
+            inner = sorted(p for p in path.iterdir() if not p.name.startswith(".")
+                           and (p.is_dir() or p.suffix in (".zip", ".ipynb") or is_link(p)))
+            entries = inner or [path]
+        for p in entries:
+            found.setdefault(os.path.normcase(os.path.abspath(p)), p)
+    return list(found.values())
+
+
+def base_name(path: Path) -> str:
+    """The student a path stands for: the repository's folder for `repo/exercises` and `repo/exercises/lesson.ipynb`,
+    a file's stem, else the folder's name."""
+    parts = Path(os.path.abspath(path)).parts
+    last = len(parts) - 1
+    if parts[last] == NOTEBOOK and last > 0:
+        last -= 1
+    while last > 0 and parts[last] == EXERCISES:
+        last -= 1
+    name = parts[last]
+    return name[: -len(Path(name).suffix)] if last == len(parts) - 1 and Path(name).suffix in (".zip", ".ipynb") else name
+
+
+def slug(name: str) -> str:
+    """A name safe as a file name everywhere and as a spreadsheet cell: [A-Za-z0-9._-], never leading . or -."""
+    s = _UNSAFE.sub("_", name)[:80]
+    s = re.sub(r"^[.-]", "_", s) or "student"
+    return "_" + s if s.split(".")[0].upper() in _WINDOWS_RESERVED else s
+
+
+def student_names(paths: list[Path]) -> dict[Path, str]:
+    """A unique name per submission, the same for the same set of paths in any order: its slug, or where
+    slugs collide (case aside: report files share a folder), the slug and -2, -3, ... in the order of paths."""
+    slugs = {p: slug(base_name(p)) for p in paths}
+    count: dict[str, int] = {}
+    for s in slugs.values():
+        count[s.lower()] = count.get(s.lower(), 0) + 1
+    used = {s.lower() for s in slugs.values() if count[s.lower()] == 1}
+    names = {p: s for p, s in slugs.items() if count[s.lower()] == 1}
+    for p in sorted((p for p in paths if p not in names), key=lambda p: (os.path.abspath(p), str(p))):
+        name, n = slugs[p], 1
+        while name.lower() in used:
+            n += 1
+            name = f"{slugs[p]}-{n}"
+        used.add(name.lower())
+        names[p] = name
+    return names
 
 
 def student_name(path: Path) -> str:
-    return path.stem if path.is_file() else path.name
+    return slug(base_name(path))
+
+
+# --- reading one submission ---------------------------------------------------------------------
+
+def locate(path: Path) -> Path:
+    """The folder laid out like exercises/ in a submission folder: the folder itself, or its exercises/."""
+    if holds_lab(path):
+        return path
+    inner = path / EXERCISES
+    if os.path.lexists(inner):
+        no_link(inner, f"{EXERCISES}/")
+        if not inner.is_dir():
+            raise Refused(f"{EXERCISES} is not a folder; the repository's exercises/ holds the lab's files")
+        return inner
+    raise Refused(f"holds none of the lab's files ({', '.join(sorted(LAB_FILES))}) and no {EXERCISES}/ folder")
+
+
+def unpack(path: Path, into: Path) -> Path:
+    """The staged lab files of a folder (exercises/ or a repository holding it), a .zip or a notebook."""
+    no_link(path, "the submission")
+    if path.is_dir():
+        folder = snapshot(locate(path), into / "snapshot")
+        if (folder / NOTEBOOK).is_file():  # the same rule as `grade`: an untouched stub's cell counts instead
+            folder = parse("folder", folder, into / "parsed")
+    elif path.suffix in (".zip", ".ipynb"):
+        from .intake import MAX_NOTEBOOK, _read_regular
+
+        cap = MAX_ZIP if path.suffix == ".zip" else MAX_NOTEBOOK
+        data = _read_regular(path, cap, path.name)
+        if data is None:
+            raise Refused(f"{path.name} is over {cap >> 20} MB; hand in the lab's files only")
+        copy = into / "given" / ("submission.zip" if path.suffix == ".zip" else NOTEBOOK)
+        copy.parent.mkdir(parents=True)
+        copy.write_bytes(data)
+        folder = parse(path.suffix[1:] if path.suffix == ".zip" else "notebook", copy, into / "parsed")
+    else:
+        raise Refused("expected a folder, a .zip or a .ipynb")
+    if not any(os.path.lexists(folder / f"{m}.py") for m in MODULES):
+        raise Refused("holds none of the lab's files")
+    return stage(folder, into)
+
+
+# --- the gradebook ------------------------------------------------------------------------------
+
+def cell(value):
+    """A CSV cell no spreadsheet runs: one line, and text that would start a formula behind a quote (OWASP)."""
+    if not isinstance(value, str):
+        return value
+    text = re.sub(r"[\x00-\x1f\x7f]", " ", value)
+    return "'" + text if text.lstrip().startswith(_FORMULA) else text
 
 
 def error_row(name: str, message: str) -> dict:
     """A gradebook row for a submission that could not be graded: zero everywhere, and why."""
-    return {"student": name, **{p: 0 for p in PIECES}, "total": 0, "max_score": None, "status": f"error: {message}"}
+    return {"student": name, **{p: 0 for p in PIECES}, "total": 0, "max_score": None,
+            "status": f"error: {' '.join(message.split())[:300]}"}
 
 
-def _extract(zf: zipfile.ZipFile, info: zipfile.ZipInfo, into: Path) -> None:
-    """One member, never more than MAX_FILE bytes of it (a zip bomb stops there, whatever its header says)."""
-    if info.is_dir() or info.file_size > MAX_FILE:
-        return
-    with zf.open(info) as src:
-        data = src.read(MAX_FILE + 1)
-    if len(data) <= MAX_FILE:
-        dest = into / info.filename
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(data)
+class Gradebook:
+    """The CSV, written a row at a time as each finishes (a crash keeps every finished row), then rewritten
+    in order of student name, complete, in one atomic replace."""
 
+    def __init__(self, out: Path, quick: bool) -> None:
+        self.out, self.mode, self.rows, self.lock = out, "quick" if quick else "full", [], threading.Lock()
+        self.fields = ["student", *PIECES, "total", "max_score", "status", "mode", "path"]
+        out.parent.mkdir(parents=True, exist_ok=True)
+        self.file = open(out, "w", newline="", encoding="utf-8")
+        self.writer = csv.DictWriter(self.file, fieldnames=self.fields)
+        self.writer.writeheader()
+        self.file.flush()
 
-def unpack(path: Path, into: Path) -> Path:
-    """A folder laid out like exercises/ for a folder, a .zip or a notebook submission."""
-    if path.is_dir():
-        found = path
-        if (path / "lesson.ipynb").is_file():  # the same rule as `grade`: an untouched stub's cell counts instead
-            from .notebook import NotebookError, combine
+    def _line(self, row: dict, max_score) -> dict:
+        full = {**row, "max_score": row["max_score"] if row["max_score"] is not None else max_score, "mode": self.mode}
+        return {k: cell(full.get(k, "")) for k in self.fields}
 
-            try:
-                found, _ = combine(path, into / "combined")
-            except NotebookError as e:
-                raise BadSubmission(str(e)) from None
-    elif path.suffix == ".zip":
-        try:
-            with zipfile.ZipFile(path) as zf:
-                for info in zf.infolist():
-                    if info.filename.endswith(".py") and ".." not in info.filename and not info.filename.startswith("/"):
-                        _extract(zf, info, into / "zip")
-        except zipfile.BadZipFile as e:
-            raise BadSubmission(f"not a readable zip ({e})") from None
-        hits = sorted((into / "zip").rglob("encoder.py")) + sorted((into / "zip").rglob("*.py"))
-        if not hits:
-            raise BadSubmission("the zip holds none of the lab's files")
-        found = hits[0].parent
-    elif path.suffix == ".ipynb":
-        from .notebook import NotebookError, extract
+    def add(self, row: dict) -> None:
+        with self.lock:
+            self.rows.append(row)
+            self.writer.writerow(self._line(row, ""))
+            self.file.flush()
 
-        try:
-            found = extract(path, into / "nb")
-        except NotebookError as e:
-            raise BadSubmission(str(e)) from None
-    else:
-        raise BadSubmission("expected a folder, a .zip or a .ipynb")
-    if not any((found / f"{m}.py").is_file() for m in MODULES):
-        raise BadSubmission("holds none of the lab's files")
-    return stage(found, into)
+    def finish(self) -> None:
+        self.file.close()
+        rows = sorted(self.rows, key=lambda r: (r["student"].lower(), r["student"]))
+        max_score = next((r["max_score"] for r in rows if r["max_score"] is not None), 0)
+        tmp = self.out.with_name(self.out.name + ".tmp")
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
+            # "quick" marks a gradebook without the training cases: its totals are not the grade
+            writer = csv.DictWriter(f, fieldnames=self.fields)
+            writer.writeheader()
+            for r in rows:
+                writer.writerow(self._line(r, max_score))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.out)
 
 
 def main(
@@ -85,6 +204,9 @@ def main(
     """Grade every submission; returns (graded, unreadable). One broken submission never stops the batch."""
     reports = reports or out.with_name(out.stem + "-reports")
     reports.mkdir(parents=True, exist_ok=True)
+    paths = collect(list(submissions))
+    names = student_names(paths)
+    book = Gradebook(out, limits.quick)
     local = threading.local()
     zygotes: list[Zygote] = []
     lock = threading.Lock()
@@ -94,33 +216,34 @@ def main(
             local.zygote = Zygote()
             with lock:
                 zygotes.append(local.zygote)
-        name = student_name(path)
+        name = names[path]
+        where = {"path": str(path)}
         with tempfile.TemporaryDirectory(prefix="attnlab-batch-") as tmp:
             try:
                 sub = unpack(path, Path(tmp))
-            except BadSubmission as e:
-                (reports / f"{name}.json").write_text(json.dumps({"student": name, "error": str(e)}, indent=2) + "\n")
-                return error_row(name, str(e))
+            except Refused as e:
+                (reports / f"{name}.json").write_text(json.dumps({"student": name, **where, "error": str(e)}, indent=2) + "\n")
+                return {**error_row(name, str(e)), **where}
             runs = grade(submission=sub, pieces=list(PIECES), seed=seed, limits=limits, zygote=local.zygote)
-        data = report.as_dict(runs, student=name, seed=seed, quick=limits.quick)
+        data = {**report.as_dict(runs, student=name, seed=seed, quick=limits.quick), **where}
         (reports / f"{name}.json").write_text(json.dumps(data, indent=2) + "\n")
         return {"student": name, **{p["name"]: p["score"] for p in data["pieces"]}, "total": data["score"],
-                "max_score": data["max_score"], "status": "ok"}
+                "max_score": data["max_score"], "status": "ok", **where}
 
-    rows: list[dict] = []
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(submissions), desc="grading", unit="submission")
+        bar = tqdm(total=len(paths), desc="grading", unit="submission")
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = {pool.submit(one, p): p for p in submissions}
+            futures = {pool.submit(one, p): p for p in paths}
             for fut in as_completed(futures):
                 try:
-                    rows.append(fut.result())
+                    row = fut.result()
                 except Exception as e:  # noqa: BLE001 - a grader fault on one student is still just one row
-                    rows.append(error_row(student_name(futures[fut]), f"{type(e).__name__}: {e}"))
+                    row = {**error_row(names[futures[fut]], f"{type(e).__name__}: {e}"), "path": str(futures[fut])}
+                book.add(row)
                 if bar:
                     bar.update(1)
     finally:
@@ -128,17 +251,9 @@ def main(
             bar.close()
         for z in zygotes:
             z.close()
-    rows.sort(key=lambda r: r["student"])
-    max_score = next((r["max_score"] for r in rows if r["max_score"] is not None), 0)
-    with open(out, "w", newline="") as f:
-        # "quick" marks a gradebook without the training cases: its totals are not the grade
-        writer = csv.DictWriter(f, fieldnames=["student", *PIECES, "total", "max_score", "status", "mode"])
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({**r, "max_score": r["max_score"] if r["max_score"] is not None else max_score,
-                             "mode": "quick" if limits.quick else "full"})
-    bad = sum(1 for r in rows if r["status"] != "ok")
-    return len(rows) - bad, bad
+    book.finish()
+    bad = sum(1 for r in book.rows if r["status"] != "ok")
+    return len(book.rows) - bad, bad
 
 
 def default_jobs() -> int:

@@ -151,11 +151,14 @@ def check(pieces: tuple[str, ...], submission: Path, fmt: str, out: Path | None,
 @grading_options
 def batch(submissions: tuple[Path, ...], out: Path, reports: Path | None, jobs: int | None, quick: bool, seed: str | None,
           case_timeout: float, piece_timeout: float, memory_gb: float) -> None:
-    """Regrade a class: one folder, .zip or .ipynb per student, in parallel."""
+    """Regrade a class: per student a repository, its exercises/ folder, a .zip or a .ipynb, in parallel; or a
+    folder of them, as `gh classroom clone student-repos` writes. Links in a submission are never followed."""
+    import os
+
     from . import batch as verb
     from .check import resolve_seed
 
-    missing = [str(p) for p in submissions if not p.exists()]
+    missing = [str(p) for p in submissions if not os.path.lexists(p)]  # a dangling link is a student's error row
     if missing:
         raise click.BadParameter(f"not found: {', '.join(missing)}", param_hint="SUBMISSIONS")
     graded, bad = verb.main(submissions=list(submissions), out=out, reports=reports, jobs=jobs or verb.default_jobs(),

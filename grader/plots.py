@@ -1,25 +1,16 @@
 """Pictures of a submission: attention heatmaps and accuracy against source length.
 
-`main` runs in the grader's process and never imports submission code: it starts
-`python -m grader.plots SUBMISSION OUT` in a child with a memory cap and a wall-clock limit. The
-child loads the submission's own files, trains its Seq2SeqAttn and Luong's model around its
-LuongDotAttention with the trusted loop, and draws both.
+`main` runs in the grader's process and never imports submission code: grader.plot_models trains the
+submission's Seq2SeqAttn and Luong's model around its LuongDotAttention in jailed workers, as grading
+does, and decodes them here; this module draws what comes back.
 """
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import tempfile
-import threading
-import time
-import traceback
-import types
-from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -29,25 +20,11 @@ if "matplotlib.pyplot" not in sys.modules:  # a notebook that already plots keep
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from . import ROOT  # noqa: E402
-from .sandbox import signal_name  # noqa: E402
-
-if TYPE_CHECKING:  # the parent never needs torch itself
-    import torch.nn as nn
-
-    from .train import TrainConfig
+from .plot_models import LOADED, PlotError  # noqa: E402, F401 - re-exported: grade --plots and tests catch it here
 
 STEPS_ENV = "ATTNLAB_PLOT_STEPS"  # a smaller training budget, for tests and quick looks
-PROGRESS_EVERY = 200
-ERROR_PREFIX = "attnlab-plots error: "
-# dependency order; evaluation.py is never loaded, the trusted evaluator stands in for it
-LOADED = ["encoder", "context", "additive", "luong", "decoder"]
 STYLE = {"font.size": 10, "axes.titlesize": 12, "axes.titleweight": "bold", "axes.labelsize": 10,
          "axes.spines.top": False, "axes.spines.right": False, "savefig.dpi": 150}
-
-
-class PlotError(Exception):
-    """Making the plots failed; str() is one line for the user: what went wrong and what to try."""
 
 
 def _as_array(alpha, src_words: Sequence[str], tgt_words: Sequence[str]) -> np.ndarray:
@@ -186,9 +163,12 @@ def _save(fig: plt.Figure, path: Path) -> Path:
 
 
 def main(*, submission: Path, out: Path, timeout: float = 1200, memory_gb: float = 6.0) -> list[Path]:
-    """Train the submission's model in a capped child process and return the PNGs it drew; PlotError on failure."""
-    from . import host
-    from .sandbox import child_env, kill_tree, popen_limits
+    """Train the submission's two models in jailed workers (grader.plot_models), draw them here, and return
+    the PNGs; PlotError on failure. No student code runs in this process."""
+    from dataclasses import replace
+
+    from . import toy, train
+    from .plot_models import train_both
 
     submission, out = Path(submission).resolve(), Path(out).resolve()
     if not submission.is_dir():
@@ -196,137 +176,21 @@ def main(*, submission: Path, out: Path, timeout: float = 1200, memory_gb: float
     if not any((submission / f"{stem}.py").is_file() for stem in LOADED):
         files = ", ".join(f"{stem}.py" for stem in LOADED)
         raise PlotError(f"{submission} holds none of {files}; pass the folder laid out like exercises/")
-    out.mkdir(parents=True, exist_ok=True)
-    env = child_env()  # PYTHONPATH=<repo root>, no pytest or ATTNLAB settings leak in ...
+    cfgs = {"Bahdanau": train.TrainConfig(), "Luong": train.luong()}
     if os.environ.get(STEPS_ENV):
         if not os.environ[STEPS_ENV].isdigit() or int(os.environ[STEPS_ENV]) < 1:
             raise PlotError(f"{STEPS_ENV}={os.environ[STEPS_ENV]!r} is not a positive whole number of training steps; "
                             "unset it to train with the grader's schedule")
-        env[STEPS_ENV] = os.environ[STEPS_ENV]  # ... except the budget override, which is ours
-    lines: deque[str] = deque(maxlen=1000)  # the error line comes last; a chatty submission cannot fill memory
-    with tempfile.TemporaryDirectory(prefix="attnlab-plots-") as cwd:
-        proc = subprocess.Popen(host.python("grader.plots", str(submission), str(out)), cwd=cwd, env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                **popen_limits(memory_gb))
-        relay = threading.Thread(target=_relay, args=(proc.stdout, lines), daemon=True)
-        relay.start()
-        try:
-            code = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            kill_tree(proc)  # the whole group: whatever the submission spawned goes too
-            proc.wait()
-            raise PlotError(f"making the plots ran past {timeout:g} s and was stopped; check that your model "
-                            f"trains (`grade decoder`) or allow more time") from None
-        finally:
-            relay.join(timeout=5)
-    errors = [line[len(ERROR_PREFIX):] for line in lines if line.startswith(ERROR_PREFIX)]
-    if code != 0:
-        if errors:
-            raise PlotError(errors[-1])
-        if code < 0:
-            raise PlotError(f"the plotting process died with signal {-code} ({signal_name(-code)}), often the "
-                            f"{memory_gb:g} GB memory cap; make the model smaller or raise the cap")
-        raise PlotError(f"the plotting process exited with code {code} before drawing; "
-                        "run `grade` to find the piece at fault")
-    pngs = [out / "heatmap.png", out / "length_curve.png"]
-    missing = [p.name for p in pngs if not p.is_file()]
-    if missing:
-        raise PlotError(f"the plotting process ended without writing {', '.join(missing)} (does the submission exit "
-                        "the interpreter itself?); run `grade` to check the pieces")
-    return pngs
-
-
-def _relay(stream, lines: deque[str], limit: int = 200) -> None:
-    """Pass the child's progress lines to our stderr; the submission's own prints, indented and capped."""
-    shown = 0
-    for raw in stream:
-        line = raw.decode("utf-8", "replace").rstrip()
-        line = "".join(ch if ch.isprintable() else "?" for ch in line)  # no escape codes from student prints
-        lines.append(line)
-        if line.startswith(ERROR_PREFIX):
-            continue  # the parent raises it as a PlotError
-        if line.startswith("plots: "):
-            print(line, file=sys.stderr, flush=True)
-        elif shown < limit:
-            shown += 1
-            print(f"    | {line}" if shown < limit else "    | (more output cut)", file=sys.stderr, flush=True)
-
-
-# ---- the child: everything below runs submission code and only ever runs under `main`'s limits ----
-
-
-def _load(submission: Path, reference: Path, forced: dict[str, str]) -> tuple[types.ModuleType, list[str]]:
-    """Import the submission's own files as one package, the reference file standing in for any that fails."""
-    from .submission import SUB_PKG, _load as load_module, _package
-
-    for name in [n for n in sys.modules if n == SUB_PKG or n.startswith(SUB_PKG + ".")]:
-        del sys.modules[name]  # a retry must re-import what depended on a replaced file
-    _package(SUB_PKG, submission)
-    notes = []
-    for stem in LOADED:
-        path = submission / f"{stem}.py"
-        why = forced.get(stem)
-        if why is None and not path.is_file():
-            why = f"{path.name} is missing"
-        elif why is None:
-            try:
-                load_module(SUB_PKG, stem, path)
-                continue
-            except SyntaxError as e:
-                why = f"{path.name} has a syntax error at line {e.lineno}: {e.msg}"
-            except (Exception, SystemExit) as e:  # noqa: BLE001 - whatever the import did, the plots go on
-                why = f"importing {path.name} raised {type(e).__name__}: {_short(e)}"
-        load_module(SUB_PKG, stem, reference / f"{stem}.py")  # its relative imports pick the submission's siblings
-        notes.append(f"{why}; the plots use the reference {stem}")
-    return sys.modules[f"{SUB_PKG}.decoder"], notes
-
-
-def _model(submission: Path, cfg: TrainConfig, luong_cfg: TrainConfig) -> tuple[nn.Module, nn.Module, list[str]]:
-    """Build and smoke-test Seq2SeqAttn and Luong's model around the submission's LuongDotAttention; a piece
-    still raising NotImplementedError is swapped for the reference."""
-    import torch
-
-    from . import evaluate, toy
-    from .luong_model import Seq2SeqLuong
-
-    forced: dict[str, str] = {}
-    batch = toy.encode(toy.read_split("valid")[:4])  # source lengths 1..4: cheap, and pads in every row but one
-    sizes = len(toy.SRC_ITOS), len(toy.TGT_ITOS)
-    while True:
-        decoder, notes = _load(submission, ROOT / "reference", forced)
-        try:
-            torch.manual_seed(cfg.seed)  # the same initial weights as the grader's training cases
-            model = decoder.Seq2SeqAttn(*sizes, cfg.embed_dim, cfg.hidden_dim)
-            torch.manual_seed(luong_cfg.seed)
-            luong = Seq2SeqLuong(*sizes, luong_cfg.embed_dim, luong_cfg.hidden_dim,
-                                 sys.modules[f"{decoder.__package__}.luong"].LuongDotAttention())
-            rng = torch.get_rng_state()  # training then starts from the RNG state the grader's case has
-            for m in (model, luong):
-                m(batch.src, batch.src_mask, batch.tgt)
-                evaluate.greedy(m, batch)
-            torch.set_rng_state(rng)
-            return model, luong, notes
-        except NotImplementedError as e:
-            stem = _culprit(e, submission)
-            if stem is None or stem in forced:
-                raise
-            forced[stem] = f"{stem}.py is not finished yet ({_short(e)})"
-
-
-def _culprit(exc: BaseException, submission: Path) -> str | None:
-    """The submission file of the innermost traceback frame that lies in the submission folder."""
-    found = _innermost(exc, submission, LOADED)
-    return found[0].stem if found else None
-
-
-def _innermost(exc: BaseException, submission: Path, stems: Sequence[str] | None = None) -> tuple[Path, int] | None:
-    """(file, line) of the innermost traceback frame in the submission folder (among `stems`, if given)."""
-    found = None
-    for frame, line in traceback.walk_tb(exc.__traceback__):
-        path = Path(frame.f_code.co_filename)
-        if path.parent == submission and (stems is None or path.stem in stems):
-            found = path, line
-    return found
+        steps = int(os.environ[STEPS_ENV])
+        cfgs = {k: replace(c, max_steps=steps, short_steps=min(c.short_steps, steps), eval_every=min(c.eval_every, steps))
+                for k, c in cfgs.items()}
+    out.mkdir(parents=True, exist_ok=True)
+    src, tgt = _pick_sentence(toy.read_split("test"))
+    trained, notes = train_both(submission, cfgs, (src, tgt), timeout, memory_gb)
+    for note in notes:
+        print(f"plots: note: {note}", file=sys.stderr, flush=True)
+    _draw(trained, submission, out, (src, tgt), notes)
+    return [out / "heatmap.png", out / "length_curve.png"]
 
 
 def _short(exc: BaseException, limit: int = 160) -> str:
@@ -356,30 +220,23 @@ def _alignment(src: list[str]) -> list[int | None]:
     return [*toy.alignment(src), None]
 
 
-def _draw(models: dict[str, nn.Module], submission: Path, out: Path, steps: dict[str, int], notes: list[str]) -> None:
-    """Evaluate by length, then write heatmap.png, length_curve.png and plots.json into `out`."""
-    from . import artifacts, evaluate, toy
+def _draw(trained: dict, submission: Path, out: Path, sentence: tuple, notes: list[str]) -> None:
+    """Write heatmap.png, length_curve.png and plots.json into `out` from the trained models' readings."""
+    from . import artifacts
 
-    test = toy.read_split("test")
-    src, tgt = _pick_sentence(test)
-    batch = toy.encode([(src, tgt)])
-    acc, panels, record = {}, [], {}
-    for name, model in models.items():
-        print(f"plots: evaluating your {name} model on the test split", file=sys.stderr, flush=True)
-        acc[name] = evaluate.accuracy_by_length(model, test)
-        model.eval()
-        pred, alpha = evaluate.greedy(model, batch)  # (1, T_tgt - 1), (1, T_tgt - 1, T_src)
-        said = [toy.TGT_ITOS[i] for i in pred[0].tolist()]
-        wrong = [i for i, (p, g) in enumerate(zip(pred[0].tolist(), batch.tgt[0, 1:].tolist())) if p != g]
+    src, tgt = sentence
+    acc, panels, record, steps = {}, [], {}, {}
+    for name, t in trained.items():
+        acc[name], steps[name] = t.acc, t.steps
         score = "additive" if name == "Bahdanau" else "scaled dot"
-        panels.append((f"{name} ({score} scores), {steps[name]} steps", alpha[0], said, wrong))
-        record[name] = {"accuracy_by_length": {str(n): round(a, 4) for n, a in acc[name].items()},
-                        "steps": steps[name], "predicted": said}
+        panels.append((f"{name} ({score} scores), {t.steps} steps", t.alpha, t.said, t.wrong))
+        record[name] = {"accuracy_by_length": {str(n): round(a, 4) for n, a in t.acc.items()},
+                        "steps": t.steps, "predicted": t.said}
     key = "orange boxes: the source word each output translates" + (
         "; red labels: wrong words" if any(p[3] for p in panels) else "")
     heatmaps(panels, src, out / "heatmap.png", f"Where your models look while they translate ({submission.name}/)",
              expected=_alignment(src), caption="\n".join([f"expected: {' '.join(tgt)}", key, *notes]))
-    curves = {f"your {name} model": acc[name] for name in models}
+    curves = {f"your {name} model": acc[name] for name in trained}
     styles = [("bold", "#1f4e99"), ("bold", "#d68910")]
     try:
         ref = artifacts.load_curves()
@@ -392,77 +249,8 @@ def _draw(models: dict[str, nn.Module], submission: Path, out: Path, steps: dict
     length_curve(curves, out / "length_curve.png", "Accuracy against sentence length", mark=30, styles=styles,
                  caption="\n".join([
                      "test split, 50 sentences per length. Your models: "
-                     + ", ".join(f"{name} {steps[name]} steps" for name in models)
+                     + ", ".join(f"{name} {steps[name]} steps" for name in trained)
                      + " of the grader's training loop; the others: their full schedules (grader/artifacts/curves.json).",
                      *notes]))
     record.update(notes=notes, heatmap={"source": src, "expected": tgt}, curves=list(curves))
     (out / "plots.json").write_text(json.dumps(record, indent=1) + "\n")
-
-
-def _child(submission: Path, out: Path) -> None:
-    """Load, train both models with the trusted loop (progress on stderr every PROGRESS_EVERY steps), evaluate, draw."""
-    from dataclasses import replace
-
-    from . import train
-
-    cfgs = {"Bahdanau": train.TrainConfig(), "Luong": train.luong()}
-    if os.environ.get(STEPS_ENV):
-        steps = int(os.environ[STEPS_ENV])
-        cfgs = {k: replace(c, max_steps=steps, short_steps=min(c.short_steps, steps), eval_every=min(c.eval_every, steps))
-                for k, c in cfgs.items()}
-    bahdanau, luong, notes = _model(submission, cfgs["Bahdanau"], cfgs["Luong"])
-    for note in notes:
-        print(f"plots: note: {note}", file=sys.stderr, flush=True)
-    models, done = {"Bahdanau": bahdanau, "Luong": luong}, {}
-    for name, model in models.items():
-        start = time.perf_counter()
-
-        def progress(step: int, total: int, loss: float) -> None:
-            if step % PROGRESS_EVERY == 0 or step == total:
-                seconds = time.perf_counter() - start
-                left = (total - step) * seconds / step  # at the rate so far; the early stop may end it sooner
-                print(f"plots: {name} step {step}/{total}  loss {loss:.3f}  {seconds:.0f} s, at most {left:.0f} s left",
-                      file=sys.stderr, flush=True)
-
-        cfg = cfgs[name]
-        result = train.train(model, cfg, progress)
-        last = f", validation accuracy at {cfg.target_len} words {result.history[-1][2]:.3f}" if result.history else ""
-        print(f"plots: trained {name} {result.steps} steps in {result.seconds:.0f} s{last}", file=sys.stderr, flush=True)
-        done[name] = result.steps
-    _draw(models, submission, out, done, notes)
-
-
-def _run_child(argv: list[str]) -> int:
-    """The child's entry point: every failure becomes one ERROR_PREFIX line and exit code 2."""
-    if len(argv) != 2:
-        print(f"{ERROR_PREFIX}usage: python -m grader.plots SUBMISSION_DIR OUT_DIR", flush=True)
-        return 2
-    submission, out = Path(argv[0]).resolve(), Path(argv[1]).resolve()
-    try:
-        _child(submission, out)
-        return 0
-    except SystemExit as e:
-        where = _where(e, submission)
-        message = f"your code called sys.exit({e.code!r}){f' ({where})' if where else ''}; remove it"
-    except MemoryError:
-        message = "ran out of memory under the memory cap; make the model smaller or raise the cap"
-    except NotImplementedError as e:
-        message = f"{_short(e)}; finish that function first (`grade` shows which pieces pass)"
-    except Exception as e:  # noqa: BLE001 - one line for the user, never a traceback
-        where = _where(e, submission)
-        if where:
-            message = f"your model raised {type(e).__name__}: {_short(e)} ({where}); `grade` shows the piece at fault"
-        else:
-            message = f"making the plots failed with {type(e).__name__}: {_short(e)}; run `grade` to check the pieces"
-    print(f"{ERROR_PREFIX}{message}", flush=True)
-    return 2
-
-
-def _where(exc: BaseException, submission: Path) -> str:
-    """'decoder.py line 41' for the innermost frame in the submission folder, '' if none."""
-    found = _innermost(exc, submission)
-    return f"{found[0].name} line {found[1]}" if found else ""
-
-
-if __name__ == "__main__":
-    sys.exit(_run_child(sys.argv[1:]))

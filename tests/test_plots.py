@@ -145,7 +145,7 @@ def test_main_reports_a_crashing_model_in_one_line(tmp_path, quick):
     with pytest.raises(plots.PlotError) as err:
         plots.main(submission=_submission(tmp_path / "sub", {"context": broken}), out=tmp_path / "out", timeout=120)
     message = str(err.value)
-    assert "ZeroDivisionError" in message and "context.py line 2" in message and "\n" not in message
+    assert "ZeroDivisionError" in message and "context.py, line 2" in message and "\n" not in message
 
 
 def test_main_stops_a_submission_that_hangs_at_its_timeout(tmp_path, quick):

@@ -112,3 +112,21 @@ def test_a_worker_sees_no_host_secret_in_its_environment(lab, arena, monkeypatch
     assert not {"GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "HOME", "USER"} & set(names), names
     assert json.dumps(g.report)  # the report is still a report
     assert os.environ["GITHUB_TOKEN"]  # the grader's own environment is untouched
+
+
+def test_the_plots_run_student_code_in_the_jail(lab, arena, tmp_path, monkeypatch):
+    from grader import plots
+
+    monkeypatch.setenv(plots.STEPS_ENV, "30")
+    steal = f'''
+_payload()
+try:
+    _leak = open({str(REFERENCE / "decoder.py")!r}).read()[:40]
+except OSError as _e:
+    _leak = "refused " + type(_e).__name__
+print("PLOTREAD " + repr(_leak))
+'''
+    sub = lab(files={"encoder": hostile("encoder", arena, end=steal)})
+    pngs = plots.main(submission=sub, out=tmp_path / "out", timeout=600)
+    assert all(p.is_file() for p in pngs)  # the honest part of the file still trains and draws
+    arena.assert_unharmed()  # nothing written, spawned or signalled from the plots' workers

@@ -419,9 +419,9 @@ class Slot:
 
     def __init__(self, server: WorkerServer | SpawnedWorkers, sources: list[tuple[str, str]], student: str,
                  filename: str, output: Output, memory_gb: float, cpu_seconds: int,
-                 lab: list[tuple[str, str]] = ()) -> None:
+                 lab: list[tuple[str, str]] = (), own: tuple[str, ...] = ()) -> None:
         self.server, self.sources, self.student, self.filename = server, sources, student, filename
-        self.lab = list(lab)
+        self.lab, self.own = list(lab), list(own)
         self.output, self.memory_gb, self.cpu_seconds = output, memory_gb, cpu_seconds
         self.worker: Worker | None = None
         self.load_error: str | None = None
@@ -441,7 +441,8 @@ class Slot:
             self.jail = self.worker.hello(deadline)
             try:
                 self.worker.request({"cmd": "load", "modules": self.sources, "student": self.student,
-                                     "filename": self.filename, "seed": 0, "lab": self.lab}, deadline)
+                                     "filename": self.filename, "seed": 0, "lab": self.lab, "own": self.own},
+                                    deadline)
             except RemoteError as e:
                 self.load_error = import_message(self.filename, e)
                 raise LoadError(self.load_error) from None

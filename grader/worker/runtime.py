@@ -32,11 +32,15 @@ class Worker:
         self.store: dict[str, object] = {}
         self.module: types.ModuleType | None = None
         self.filename = ""
+        self.filenames: set[str] = set()  # the student's own files among the loaded modules
         self.trainers: dict[str, object] = {}
 
     # -- loading --
 
-    def load(self, modules: list, student: str, filename: str, seed: int, threads: int = 1, lab: list = ()) -> None:
+    def load(self, modules: list, student: str, filename: str, seed: int, threads: int = 1, lab: list = (),
+             own: list = ()) -> None:
+        """Compile the lab modules, then the submission's: `student` is the piece's file (named `filename`);
+        `own` lists other modules that are also the student's files (the plots load a whole submission)."""
         torch.manual_seed(seed)
         random.seed(seed)
         torch.set_num_threads(threads)
@@ -54,11 +58,12 @@ class Worker:
         for i, (stem, source) in enumerate(modules):
             modules[i] = (stem, None)  # the text goes as soon as it is compiled: the student's code never sees it
             name = f"{SUB_PKG}.{stem}"
-            path = filename if stem == student else f"<lab {stem}.py>"
+            path = filename if stem == student else f"{stem}.py" if stem in own else f"<lab {stem}.py>"
             mod = types.ModuleType(name)
             mod.__file__, mod.__package__ = path, SUB_PKG
             sys.modules[name] = mod
-            if stem == student:  # tracebacks and inspect see the student's own lines
+            if stem == student or stem in own:  # tracebacks and inspect see the student's own lines
+                self.filenames.add(path)
                 linecache.cache[path] = (len(source), None, source.splitlines(True), path)
             code = compile(source, path, "exec")
             del source
@@ -103,7 +108,7 @@ class Worker:
         cmd = req["cmd"]
         if cmd == "load":
             self.load(req["modules"], req["student"], req["filename"], req["seed"], req.get("threads", 1),
-                      req.get("lab", []))
+                      req.get("lab", []), req.get("own", []))
             return None
         if cmd == "seed":
             torch.manual_seed(req["seed"])
@@ -201,8 +206,9 @@ class Worker:
     def where(self, e: BaseException) -> str:
         tb, out = e.__traceback__, ""
         while tb is not None:
-            if tb.tb_frame.f_code.co_filename == self.filename:
-                out = f" (in {self.filename.rsplit('/', 1)[-1]}, line {tb.tb_lineno}, in {tb.tb_frame.f_code.co_name})"
+            name = tb.tb_frame.f_code.co_filename
+            if name in self.filenames:
+                out = f" (in {name.rsplit('/', 1)[-1]}, line {tb.tb_lineno}, in {tb.tb_frame.f_code.co_name})"
             tb = tb.tb_next
         return out
 

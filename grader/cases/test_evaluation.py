@@ -41,10 +41,7 @@ def lend(sub, model, forced: toy.Batch | None = None):
     only teacher-forced on rows of `forced`, the case's own batch: the mistake the accuracy case names."""
 
     def answer(name: str, args: list, kwargs: dict):
-        for t in [*args, *kwargs.values()]:
-            for x in t if isinstance(t, tuple) else (t,):
-                if isinstance(x, torch.Tensor) and (type(x) is not torch.Tensor or x.numel() > LIMIT):
-                    raise ValueError("arguments must be plain tensors of batch size")
+        plain(args, kwargs)
         with torch.no_grad():
             if name == "encoder":
                 return model.encoder(*args, **kwargs)
@@ -57,6 +54,20 @@ def lend(sub, model, forced: toy.Batch | None = None):
 
     sub.callbacks = answer
     return sub
+
+
+def plain(*values, depth: int = 4) -> None:
+    """Refuse any tensor the judge's model should not touch: a subclass, a sparse or other layout (whose indices
+    torch.load does not check), one off the CPU, or one larger than a batch; nesting is wire-bounded, and cut here."""
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            if (type(v) is not torch.Tensor or v.layout != torch.strided or v.is_nested or v.device.type != "cpu"
+                    or v.numel() > LIMIT):
+                raise ValueError("arguments must be plain dense CPU tensors of batch size")
+        elif isinstance(v, (list, tuple, dict)):
+            if depth == 0:
+                raise ValueError("arguments are nested too deeply")
+            plain(*(v.values() if isinstance(v, dict) else v), depth=depth - 1)
 
 
 def teacher_forced(batch: toy.Batch, src=None, src_mask=None, tgt=None, teacher_forcing_ratio=1.0):

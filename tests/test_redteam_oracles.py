@@ -1,0 +1,172 @@
+"""Red team, round two: points paid for a check that sees no values, and hints or reports that say too much.
+
+Each hostile file is the reference (or a known bug) with code added, graded with the harness of
+test_redteam: it must earn no more than honest code with the same visible behaviour, leave the judge
+and its neighbours whole, and leak no hidden line.
+"""
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from conftest import REFERENCE
+from grader import checks
+from grader.cli import cli
+from test_redteam import (CONTEXT_SOLUTION, FULL, LOOSE, MANIFEST, ZEROS, arena, full_marks, hostile,  # noqa: F401
+                          judge, only_wrong_values)
+
+DEVICE_CASE = "test_tensors_follow_the_input_device"
+ADDITIVE_MASK = 'scores = scores.masked_fill(~src_mask, float("-inf"))'
+# the device bug bench/gpu.py uses: a tensor made on the CPU inside forward, right on the CPU, wrong elsewhere
+DEVICE_BUG = (ADDITIVE_MASK, 'scores = (scores + torch.zeros(scores.shape)).masked_fill(~src_mask, float("-inf"))')
+META_SPECIAL_CASE = '''
+        if encoder_outputs.device.type == "meta":  # the form the device case looks for, and nothing device-agnostic
+            return (torch.empty(encoder_outputs.size(0), encoder_outputs.size(2), device="meta"),
+                    torch.empty(encoder_outputs.shape[:2], device="meta"))
+'''
+
+
+# ---- item 3: the meta device case sees no values, so it pays no points ----
+
+def test_every_meta_device_case_is_a_point_free_hint_and_the_total_stays_73():
+    device = {p: c["points"] for p, cases in MANIFEST.items() for c in cases if c["case"] == DEVICE_CASE}
+    assert set(device) == {"encoder", "additive", "context", "luong", "decoder"} and set(device.values()) == {0}
+    assert sum(c["points"] for cases in MANIFEST.values() for c in cases) == 73
+    assert {p: sum(c["points"] for c in cases) for p, cases in MANIFEST.items()} == {
+        "encoder": 12, "additive": 13, "context": 9, "luong": 13, "decoder": 18, "evaluation": 8}
+
+
+def test_special_casing_meta_earns_nothing_over_honest_code_with_the_same_cpu_behaviour(lab, arena):
+    honest = hostile("additive", arena, edits=(DEVICE_BUG,))
+    cheat = hostile("additive", arena, call="_payload()\n", edits=(DEVICE_BUG, (
+        "        ### BEGIN SOLUTION\n", "        ### BEGIN SOLUTION\n" + META_SPECIAL_CASE.lstrip("\n"))))
+    g_honest = judge(lab(files={"additive": honest}), ["additive"])
+    g_cheat = judge(lab(files={"additive": cheat}), ["additive", "context"])
+    assert g_cheat.score("additive") == g_honest.score("additive") == FULL["additive"]
+    assert DEVICE_CASE in g_honest.messages("additive")  # the hint still reaches the honest student
+    assert DEVICE_CASE not in g_cheat.messages("additive")  # the cheat passes a case that pays nothing
+    full_marks(g_cheat, "context")
+    arena.assert_unharmed(g_cheat.everything, g_honest.everything)
+
+
+def test_an_answer_on_meta_in_a_value_case_scores_nothing_and_is_told_why(lab, arena):
+    always_meta = ("    return torch.bmm(alpha.unsqueeze(1), encoder_outputs).squeeze(1)  # (B, 1, T) @ (B, T, H) -> (B, H)\n",
+                   "    _payload()\n    return torch.empty(alpha.size(0), encoder_outputs.size(-1), device='meta')\n")
+    g = judge(lab(files={"context": hostile("context", arena, edits=(always_meta,))}), ["context"])
+    assert g.score("context") == 0
+    msgs = g.messages("context")
+    assert msgs and all("meta tensor" in m for m in msgs.values()), msgs  # a hint, never "the grader could not run"
+    arena.assert_unharmed(g.everything)
+
+
+# ---- item 8: how wrong, never what is right ----
+
+def test_a_failed_comparison_says_an_order_of_magnitude_never_the_error():
+    expected = torch.tensor([[9.96, -0.325]])
+    for actual, said in ((torch.zeros(1, 2), "off by more than 1"), (expected + 0.00712, "off by about 1e-2"),
+                         (expected + torch.tensor([[0.0, 3.3e-4]]), "off by about 1e-3"), (expected + 0.5, "off by less than 1")):
+        with pytest.raises(checks.CaseFailure) as e:
+            checks.close(actual, expected, "context", "hint")
+        assert said in str(e.value)
+        assert not re.search(r"\d\.\d", str(e.value)), str(e.value)
+
+
+def numbers(text: str) -> list[str]:
+    """Every number in a message but shape sizes and the powers of ten how_far gives."""
+    text = re.sub(r"\((\d+, )*\d*\)|1e-\d+|T_src=\d+|sqrt\(d\)|\bB = 1\b", "", text)
+    return re.findall(r"\d+\.\d+|\d+e-?\d+", text)
+
+
+OFFSET = "    return torch.bmm(alpha.unsqueeze(1), encoder_outputs).squeeze(1) + {}\n"
+
+
+@pytest.mark.parametrize("offset", ["9.96", "encoder_outputs.abs().amax(1) * 0.5", "0"])
+def test_a_wrong_context_learns_nothing_numeric_about_the_answer(lab, arena, offset):
+    body = ZEROS if offset == "0" else OFFSET.format(offset)  # zeros: the error would be the answer itself
+    g = judge(lab(files={"context": hostile("context", arena, edits=((CONTEXT_SOLUTION, "    _payload()\n" + body),))}),
+              ["context"])
+    assert g.score("context") == 0
+    only_wrong_values(g, "context")
+    for name, m in g.messages("context").items():
+        assert not numbers(m), f"{name}: {m}"
+    arena.assert_unharmed(g.everything)
+
+
+SURROGATE = "    raise ValueError('lone \\ud800 surrogate, \\u202e bidi, \\x9b31m csi')\n"
+
+
+def test_a_lone_surrogate_in_an_exception_leaves_every_format_readable(lab, arena, tmp_path):
+    sub = lab(files={"context": hostile("context", arena, edits=((CONTEXT_SOLUTION, "    _payload()\n" + SURROGATE),))})
+    for fmt in ("junit", "json", "gradescope", "classroom", "text"):
+        out = tmp_path / f"report.{fmt}"
+        # context has no training case: a full run is as quick, and Classroom takes only full runs
+        result = CliRunner().invoke(cli, ["context", "--submission", str(sub), "--format", fmt, "--out",
+                                          str(out), "--case-timeout", "5", "--memory-gb", "4"])
+        assert result.exit_code == 1, result.output + repr(result.exception)
+        text = out.read_text(encoding="utf-8")  # strict: a surrogate here failed the write and left the file empty
+        assert text.strip() and "\u202e" not in text and "\x9b" not in text
+        if fmt == "junit":
+            assert "surrogate" in ET.fromstring(text.encode("utf-8")).find(".//failure").get("message")
+        elif fmt in ("json", "gradescope"):
+            assert "surrogate" in json.dumps(json.loads(text), ensure_ascii=False)
+        assert "Total: 0/" in result.output or fmt == "text"
+    arena.assert_unharmed(result.output)
+
+
+SPARSE = {
+    "COO": "torch.bmm(alpha.unsqueeze(1), encoder_outputs).squeeze(1).to_sparse()",
+    "CSR": "torch.bmm(alpha.unsqueeze(1), encoder_outputs).squeeze(1).to_sparse_csr()",
+    "COO with indices out of range": ("torch.sparse_coo_tensor(torch.tensor([[0, alpha.size(0) + 10**6], [0, 10**6]]), "
+                                      "torch.ones(2), (alpha.size(0), encoder_outputs.size(-1)), check_invariants=False)"),
+}
+
+
+@pytest.mark.parametrize("how", list(SPARSE))
+def test_a_sparse_answer_earns_no_more_than_a_dense_wrong_one(lab, arena, how):
+    body = f"    _payload()\n    return {SPARSE[how]}\n"
+    g = judge(lab(files={"context": hostile("context", arena, edits=((CONTEXT_SOLUTION, body),))}),
+              ["context", "luong"], LOOSE)
+    assert g.score("context") == 0, g.messages("context")  # a dense wrong answer (zeros) earns 0 too
+    assert not any("grader could not run" in m for m in g.messages("context").values()), g.messages("context")
+    full_marks(g, "luong")  # the judge survived to grade the next piece
+    arena.assert_unharmed(g.everything)
+
+
+# ---- item 8: the evaluation piece's model decodes nothing for the student ----
+
+GREEDY_BODY = '''    _payload()
+    B = src.size(0)
+    tgt = torch.cat([sos, sos.new_zeros(B, steps)], dim=1)
+{how}
+'''
+JUDGE_DECODES = {
+    "teacher_forcing_ratio=0.0": "    logits, alpha = model(src, src_mask, tgt, teacher_forcing_ratio=0.0)\n"
+                                 "    return logits.argmax(-1), alpha",
+    "a positional ratio through forward": "    logits, alpha = model.forward(src, src_mask, tgt, 0.0)\n"
+                                          "    return logits.argmax(-1), alpha",
+    "a ratio of almost nothing": "    logits, alpha = model(src, src_mask, tgt, teacher_forcing_ratio=1e-12)\n"
+                                 "    return logits.argmax(-1), alpha",
+    "teacher forcing on its own prefix": (
+        "    toks = sos\n"
+        "    for _ in range(steps):\n"
+        "        logits, alpha = model(src, src_mask, torch.cat([toks, sos], dim=1))\n"
+        "        toks = torch.cat([toks, logits[:, -1:].argmax(-1)], dim=1)\n"
+        "    return toks[:, 1:], model(src, src_mask, torch.cat([toks[:, :-1], sos], dim=1))[1]"),
+}
+
+
+@pytest.mark.parametrize("how", list(JUDGE_DECODES))
+def test_a_greedy_decode_that_has_the_judge_decode_earns_nothing(lab, arena, how):
+    ref = (REFERENCE / "evaluation.py").read_text()
+    start = ref.index("    ### BEGIN SOLUTION\n    enc_outputs, (h, c) = model.encoder(src)")
+    solution = ref[start:ref.index("    ### END SOLUTION", start)]
+    src = hostile("evaluation", arena, edits=((solution, GREEDY_BODY.format(how=JUDGE_DECODES[how])),))
+    g = judge(lab(files={"evaluation": src}), ["evaluation"])
+    assert g.score("evaluation") == 0, g.messages("evaluation")  # a greedy_decode that decodes nothing earns 0
+    assert any("forward_step" in m for m in g.messages("evaluation").values()), g.messages("evaluation")
+    arena.assert_unharmed(g.everything)

@@ -924,7 +924,7 @@ EVAL_VIA_GRADER = {
         import importlib
         _trusted = importlib.import_module(_train.__name__.rpartition(".")[0] + ".evaluate")
         return _trusted.batch_accuracy_by_length(model, _toy.Batch(src, src_mask, tgt))
-    ''', 2),  # greedy_decode is the student's own, honest: its 2 points stay
+    ''', 0),  # no lab module imports in a worker (none holds grader.train): the file fails to import
 }
 
 

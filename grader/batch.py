@@ -44,13 +44,16 @@ def is_submission(path: Path) -> bool:
 
 
 def collect(paths: list[Path]) -> list[Path]:
-    """The submissions given: each path is one, except a folder that is neither a submission nor a git
-    repository, such as the folder `gh classroom clone student-repos` writes, which stands for its entries
-    (folders, .zip and .ipynb files; one level, never deeper). The same path twice is graded once."""
+    """The submissions given: each path is one; but where none of them is a submission or a git repository
+    (the folder `gh classroom clone student-repos` writes, or one per section), each stands for its entries:
+    folders, .zip and .ipynb files, one level, never deeper. The same path twice is graded once."""
     found: dict[str, Path] = {}
+    # Only when no path given is a submission itself: a student's own folder given among others is one
+    # row (an error row if it holds nothing), never a source of rows named after folders of its choosing.
+    folders = not any(is_submission(p) or os.path.lexists(p / ".git") for p in paths)
     for path in paths:
         entries = [path]
-        if not is_submission(path) and not os.path.lexists(path / ".git"):
+        if folders:
             inner = sorted(p for p in path.iterdir() if not p.name.startswith(".")
                            and (p.is_dir() or p.suffix in (".zip", ".ipynb") or is_link(p)))
             entries = inner or [path]
@@ -117,13 +120,24 @@ def locate(path: Path) -> Path:
     raise Refused(f"holds none of the lab's files ({', '.join(sorted(LAB_FILES))}) and no {EXERCISES}/ folder")
 
 
-def unpack(path: Path, into: Path) -> Path:
-    """The staged lab files of a folder (exercises/ or a repository holding it), a .zip or a notebook."""
-    no_link(path, "the submission")
+def unpack(path: Path, into: Path, notes: list[str] | None = None) -> Path:
+    """The staged lab files of a folder (exercises/ or a repository holding it), a .zip or a notebook.
+
+    As in `grade`, a folder's notebook that cannot be read (too big, broken, too costly to parse) leaves
+    its .py files graded, and `notes` says why; a link anywhere refuses the whole submission."""
+    walked = Path(os.path.abspath(path))  # never resolved: a link on the way is refused, not followed
+    no_link(walked, "the submission")
+    while walked.name in (EXERCISES, NOTEBOOK) and walked.parent != walked:  # repo/exercises/lesson.ipynb given
+        walked = walked.parent
+        no_link(walked, f"the folder {walked.name}")
     if path.is_dir():
-        folder = snapshot(locate(path), into / "snapshot")
+        notes = [] if notes is None else notes
+        folder = snapshot(locate(path), into / "snapshot", notes)
         if (folder / NOTEBOOK).is_file():  # the same rule as `grade`: an untouched stub's cell counts instead
-            folder = parse("folder", folder, into / "parsed")
+            try:
+                folder = parse("folder", folder, into / "parsed")
+            except Refused as e:
+                notes.append(f"{e}; graded: the .py files only")
     elif path.suffix in (".zip", ".ipynb"):
         from .intake import MAX_NOTEBOOK, _read_regular
 
@@ -211,24 +225,32 @@ def main(
     zygotes: list[Zygote] = []
     lock = threading.Lock()
 
-    def one(path: Path) -> dict:
+    def zygote() -> Zygote:
+        """This thread's fork server, started at its first readable submission (an unreadable one needs none)."""
         if not hasattr(local, "zygote"):
             local.zygote = Zygote()
             with lock:
                 zygotes.append(local.zygote)
+        return local.zygote
+
+    def one(path: Path) -> dict:
         name = names[path]
         where = {"path": str(path)}
+        notes: list[str] = []
         with tempfile.TemporaryDirectory(prefix="attnlab-batch-") as tmp:
             try:
-                sub = unpack(path, Path(tmp))
+                sub = unpack(path, Path(tmp), notes)
             except Refused as e:
                 (reports / f"{name}.json").write_text(json.dumps({"student": name, **where, "error": str(e)}, indent=2) + "\n")
                 return {**error_row(name, str(e)), **where}
-            runs = grade(submission=sub, pieces=list(PIECES), seed=seed, limits=limits, zygote=local.zygote)
+            runs = grade(submission=sub, pieces=list(PIECES), seed=seed, limits=limits, zygote=zygote())
         data = {**report.as_dict(runs, student=name, seed=seed, quick=limits.quick), **where}
+        if notes:
+            data["notes"] = notes
         (reports / f"{name}.json").write_text(json.dumps(data, indent=2) + "\n")
+        status = "ok" + "".join(f": {n}" for n in notes)  # graded, and what was left out
         return {"student": name, **{p["name"]: p["score"] for p in data["pieces"]}, "total": data["score"],
-                "max_score": data["max_score"], "status": "ok", **where}
+                "max_score": data["max_score"], "status": " ".join(status.split())[:400], **where}
 
     bar = None
     if progress:
@@ -252,7 +274,7 @@ def main(
         for z in zygotes:
             z.close()
     book.finish()
-    bad = sum(1 for r in book.rows if r["status"] != "ok")
+    bad = sum(1 for r in book.rows if r["status"].startswith("error"))
     return len(book.rows) - bad, bad
 
 

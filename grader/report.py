@@ -116,8 +116,8 @@ def to_text(runs: list[PieceRun], source: str, color: bool = False, quick: tuple
     lines += [""] + [f"({n} point-free case(s) {m})" for m, n in sorted(skipped.items())]
     gaps = sorted({safe(g, 80) for r in runs for g in r.jail})
     if gaps:
-        lines.append(f"(note: the worker jail here lacks {', '.join(gaps)}; the score counts the same, but the one to "
-                     "trust is Classroom's, Gradescope's or your instructor's regrade)")
+        lines.append(f"(note: the worker jail here lacks {', '.join(gaps)}; the score counts the same,")
+        lines.append(" but the one to trust is Classroom's, Gradescope's or your instructor's regrade)")
     lines += [f"Total: {total}/{top}" + (f" ({quick_note(quick)})" if quick else "")]
     return "\n".join(lines)
 

@@ -24,7 +24,7 @@ _got = {}
 def _try(name, fn):
     try:
         r = fn()
-        _got[name] = "ok" if r is None or r >= 0 else _errno.errorcode.get(_ct.get_errno(), "?")
+        _got[name] = "ok" if not isinstance(r, int) or r >= 0 else _errno.errorcode.get(_ct.get_errno(), "?")
     except OSError as e:
         _got[name] = _errno.errorcode.get(e.errno, "?")
     except Exception as e:
@@ -46,6 +46,12 @@ _buf = _ct.create_string_buffer(8)
 _page = _ct.c_void_p(_ct.addressof(_buf) & ~4095)
 _try("mincore", lambda: _libc.mincore(_page, _ct.c_size_t(4096), _buf))
 _try("posix_shm", lambda: _os2.open("/dev/shm/attnlab", _os2.O_CREAT | _os2.O_RDWR, 0o666))
+_try("setaffinity", lambda: _os2.sched_setaffinity(0, _os2.sched_getaffinity(0)))
+_try("getaffinity_other", lambda: _os2.sched_getaffinity(1))
+_try("getpgid_other", lambda: _os2.getpgid(1))
+_try("getsid_other", lambda: _os2.getsid(1))
+_try("getpriority_other", lambda: _os2.getpriority(_os2.PRIO_PROCESS, 1))
+_try("sched_param_other", lambda: _os2.sched_getparam(1))
 print("CHANNELS " + repr(sorted(_got.items())))
 '''
 
@@ -60,7 +66,8 @@ def test_no_channel_between_workers_opens_in_a_jailed_worker(lab, arena):
     g = judge(sub, ["context", "additive"], QUICK)
     got = _channels(g.output)
     assert set(got) >= {"shmget", "msgget", "semget", "mq_open", "flock", "lockf", "getlk", "fadvise", "readahead",
-                        "inotify", "mincore", "posix_shm"}
+                        "inotify", "mincore", "posix_shm", "setaffinity", "getaffinity_other", "getpgid_other",
+                        "getsid_other", "getpriority_other", "sched_param_other"}
     opened = {k: v for k, v in got.items() if v == "ok"}
     assert not opened, f"channels a worker could open: {opened}"
     full_marks(g, "context", "additive")  # refusing the channels costs honest code nothing
@@ -130,3 +137,51 @@ print("PLOTREAD " + repr(_leak))
     pngs = plots.main(submission=sub, out=tmp_path / "out", timeout=600)
     assert all(p.is_file() for p in pngs)  # the honest part of the file still trains and draws
     arena.assert_unharmed()  # nothing written, spawned or signalled from the plots' workers
+
+
+def test_a_thread_bomb_stops_at_the_workers_own_limit_and_costs_the_neighbour_nothing(lab, arena):
+    bomb = """
+import threading as _th
+_stop = _th.Event()
+_n = 0
+_th.stack_size(65536)
+try:
+    for _ in range(5000):
+        _th.Thread(target=_stop.wait, daemon=True).start()
+        _n += 1
+except RuntimeError:
+    pass
+print("THREADS " + str(_n))
+_stop.set()
+"""
+    g = judge(lab(files={"encoder": hostile("encoder", arena, end=bomb)}), ["encoder", "context"], QUICK)
+    started = int(next(ln for ln in g.output.splitlines() if "THREADS " in ln).split("THREADS ", 1)[1])
+    assert started < 300, f"a worker started {started} threads"  # the jail's limit is 256 tasks
+    full_marks(g, "encoder", "context")
+    arena.assert_unharmed(g.everything)
+
+
+def test_a_compressed_answer_frame_is_refused_before_it_is_opened():
+    import io
+    import zipfile
+
+    import torch
+
+    from grader.worker import wire
+
+    buf = io.BytesIO()
+    torch.save({"__kind__": "list", "items": []}, buf)
+    plain = buf.getvalue()
+    wire._stored_only(plain, wire.MAX_FRAME)  # what torch.save writes is opened
+    packed = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(plain)) as src, zipfile.ZipFile(packed, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info.filename))
+    with pytest.raises(wire.WireError, match="compressed"):
+        wire._stored_only(packed.getvalue(), wire.MAX_FRAME)
+    r, w = os.pipe()
+    os.write(w, wire.HEADER.pack(len(packed.getvalue())) + packed.getvalue())
+    os.close(w)
+    with pytest.raises(wire.WireError):
+        wire.recv(r)
+    os.close(r)

@@ -81,6 +81,10 @@ class WorkerServer:
         finally:
             theirs.close()
             os.close(w)
+        if "pid" not in reply:
+            chan.close()
+            os.close(r)
+            raise WorkerLost(f"the worker server {reply.get('error', 'started no worker')}", server=True)
         return reply["pid"], chan, r
 
     def wait(self, pid: int, grace: float) -> int | None:

@@ -43,7 +43,14 @@ REFUSED = (
     "semctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr", "flock",
     "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark", "fadvise64",
     "mincore", "readahead", "cachestat", "process_madvise",
+    # a thread's CPU affinity is readable by any process that knows its id: a per-thread bit store
+    "sched_setaffinity",
 )
+# what a process can read of another by its id (affinity, group, session, scheduling, priority): a worker asks
+# only about itself (0), never about another worker, whose state would otherwise be a channel
+BY_PID_GETTERS = ("sched_getaffinity", "getpgid", "getsid", "sched_getparam", "sched_getscheduler", "sched_getattr",
+                  "sched_rr_get_interval", "get_robust_list")
+BY_WHO_GETTERS = ("getpriority", "ioprio_get")  # (which, who): who 0 is this process
 # fcntl commands that lock, lease or watch a file (the lock state of a file others can open is a channel)
 F_LOCKS = (5, 6, 7, 36, 37, 38, 1024, 1025, 1026)  # F_GETLK/SETLK/SETLKW, F_OFD_*, F_SETLEASE/GETLEASE, F_NOTIFY
 
@@ -73,6 +80,8 @@ def apply(keep_fds: tuple[int, ...], limits: JailLimits, readable: list[str]) ->
             missing.append("network namespace")
         if not _unshare(CLONE_NEWIPC):  # System V and POSIX IPC of its own, gone with it (seccomp refuses them too)
             missing.append("IPC namespace")
+        if not enter_pids_cgroup(limits.threads):  # RLIMIT_NPROC binds no uid 0, nor one shared by all workers
+            missing.append("process limit (no writable pids cgroup)")
         if nobody_can_read_interpreter():
             os.setgroups([])
             os.setresgid(NOBODY, NOBODY, NOBODY)
@@ -92,6 +101,46 @@ def _libc():
     import ctypes
 
     return ctypes.CDLL(None, use_errno=True)
+
+
+PIDS_ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup")  # cgroup v1's pids hierarchy; the v2 hierarchy
+
+
+def _pids_group(root: str, pid: int) -> str:
+    return os.path.join(root, "attnlab", f"w{pid}")
+
+
+def enter_pids_cgroup(limit: int) -> bool:
+    """Move this worker into a pids cgroup of its own capped at `limit` tasks, threads included: a thread bomb
+    then fails in this worker alone instead of filling the machine's process table (root only)."""
+    for root in PIDS_ROOTS:
+        path = _pids_group(root, os.getpid())
+        try:
+            os.makedirs(path, exist_ok=True)
+            if not os.path.exists(os.path.join(path, "pids.max")):  # v2: the controller must be enabled above it
+                for parent in (root, os.path.dirname(path)):
+                    with open(os.path.join(parent, "cgroup.subtree_control"), "w") as f:
+                        f.write("+pids")
+            with open(os.path.join(path, "pids.max"), "w") as f:
+                f.write(str(limit))
+            with open(os.path.join(path, "cgroup.procs"), "w") as f:
+                f.write("0")  # this process
+            return True
+        except OSError:
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+    return False
+
+
+def leave_pids_cgroup(pid: int) -> None:
+    """Remove a finished worker's pids cgroup (the worker server calls this once it has reaped the worker)."""
+    for root in PIDS_ROOTS:
+        try:
+            os.rmdir(_pids_group(root, pid))
+        except OSError:
+            pass
 
 
 def _unshare(flag: int) -> bool:
@@ -246,8 +295,10 @@ def _seccomp() -> bool:
         me = os.getpid()
         for name in ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
             f.add_rule(deny, name, sc.Arg(0, sc.NE, me))
-        for name in ("prlimit64", "sched_setaffinity"):  # 0 is this process; any other pid is someone else's
+        for name in ("prlimit64", *BY_PID_GETTERS):  # 0 is this process; any other pid is someone else's
             f.add_rule(deny, name, sc.Arg(0, sc.NE, 0))
+        for name in BY_WHO_GETTERS:
+            f.add_rule(deny, name, sc.Arg(1, sc.NE, 0))
         # an owner for SIGIO (and the signal it sends) would let a write signal any process
         for cmd in (F_SETOWN, F_SETSIG, F_SETOWN_EX, *F_LOCKS):
             f.add_rule(deny, "fcntl", sc.Arg(1, sc.EQ, cmd))

@@ -115,9 +115,12 @@ def serve(control: int) -> None:
             req = json.loads(line)
             reply = {"id": req.get("id")}
             if req["op"] == "spawn":
-                pid = _spawn(req, fds, readable)
-                live.add(pid)
-                reply["pid"] = pid
+                try:
+                    pid = _spawn(req, fds, readable)
+                    live.add(pid)
+                    reply["pid"] = pid
+                except OSError as e:  # no process to be had (the machine's process table is full): say so, live on
+                    reply["error"] = f"cannot start a worker ({e.strerror or e})"
             elif req["op"] == "wait":
                 reply["status"] = _wait(req["pid"], req.get("grace", 0.0))
                 live.discard(req["pid"])
@@ -135,6 +138,8 @@ def serve(control: int) -> None:
 
 def _wait(pid: int, grace: float) -> int | None:
     """The worker's exit status, killing it once `grace` seconds pass; None if it is not ours."""
+    from .jail import leave_pids_cgroup
+
     end = time.monotonic() + grace
     try:
         while True:
@@ -147,6 +152,8 @@ def _wait(pid: int, grace: float) -> int | None:
             time.sleep(0.002)
     except ChildProcessError:
         return None
+    finally:
+        leave_pids_cgroup(pid)
 
 
 def serve_one(port: int) -> None:

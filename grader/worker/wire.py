@@ -64,10 +64,26 @@ def recv(fd: Channel, deadline: float | None = None, limit: int = MAX_FRAME, on_
     if size > limit:
         raise WireError(f"an answer of {size} bytes, over the {limit}-byte limit")
     data = _read(fd, size, deadline, on_idle)
+    if not trusted:
+        _stored_only(data, limit)
     try:
         return torch.load(io.BytesIO(data), weights_only=not trusted, map_location="cpu")
     except Exception as e:  # noqa: BLE001 - anything the restricted unpickler refuses is just a bad frame
         raise WireError(f"an answer that is not plain data ({type(e).__name__})") from None
+
+
+def _stored_only(data: bytes, limit: int) -> None:
+    """torch.save stores its records uncompressed; a deflated one could inflate a small frame into gigabytes
+    inside torch.load, so only stored records adding up to at most `limit` bytes are opened."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            infos = zf.infolist()
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
+        raise WireError(f"an answer that is not a torch.save frame ({type(e).__name__})") from None
+    if any(i.compress_type != zipfile.ZIP_STORED for i in infos) or sum(i.file_size for i in infos) > limit:
+        raise WireError("an answer with compressed or oversized records")
 
 
 def _read(fd: Channel, n: int, deadline: float | None, on_idle) -> bytes:

@@ -108,15 +108,16 @@ def student_name(path: Path) -> str:
 # --- reading one submission ---------------------------------------------------------------------
 
 def locate(path: Path) -> Path:
-    """The folder laid out like exercises/ in a submission folder: the folder itself, or its exercises/."""
-    if holds_lab(path):
-        return path
+    """The folder laid out like exercises/ in a submission folder: a repository's exercises/ where it has one
+    (what Classroom grades, whatever else lies at its root), else the folder itself."""
     inner = path / EXERCISES
     if os.path.lexists(inner):
         no_link(inner, f"{EXERCISES}/")
         if not inner.is_dir():
             raise Refused(f"{EXERCISES} is not a folder; the repository's exercises/ holds the lab's files")
         return inner
+    if holds_lab(path):
+        return path
     raise Refused(f"holds none of the lab's files ({', '.join(sorted(LAB_FILES))}) and no {EXERCISES}/ folder")
 
 

@@ -187,6 +187,7 @@ def _unzip(path: Path, into: Path) -> Path:
 def _child(kind: str, src: Path, into: Path) -> dict:
     from .notebook import NotebookError, combine, extract
 
+    label = "the zip" if kind == "zip" else src.name  # src is the regrade's own copy: say what the student named
     try:
         if kind == "notebook":
             return {"folder": str(extract(src, into / "notebook"))}
@@ -198,9 +199,9 @@ def _child(kind: str, src: Path, into: Path) -> dict:
     except (Refused, NotebookError) as e:
         return {"error": str(e)}
     except MemoryError:
-        return {"error": f"{src.name} is too large to read within {MEMORY >> 20} MB; hand in the lab's files only"}
+        return {"error": f"{label} is too large to read within {MEMORY >> 20} MB; hand in the lab's files only"}
     except Exception as e:  # noqa: BLE001 - whatever a crafted file raises, the row says so in one line
-        return {"error": f"{src.name} cannot be read ({type(e).__name__}: {str(e)[:150]})"}
+        return {"error": f"{label} cannot be read ({type(e).__name__}: {str(e)[:150]})"}
 
 
 def main(argv: list[str]) -> None:

@@ -106,10 +106,17 @@ def test_a_submission_linked_to_the_reference_at_any_level_gets_an_error_row_nev
     make_submission(tmp_path / "elsewhere" / "exercises")  # a real exercises/ holding the reference's files...
     via = cls / "lab-walter"  # ...reached through a repository folder that is a link
     via.symlink_to(tmp_path / "elsewhere")
+    decoy = repo(cls / "lab-dave", base=EXERCISES)  # the stubs in exercises/, links at the root beside them
+    for m in ("context", "luong"):
+        (decoy / f"{m}.py").symlink_to(REFERENCE / f"{m}.py")
+    fifo = repo(cls / "lab-faythe", base=EXERCISES)  # a notebook that would block a reader forever
+    os.mkfifo(fifo / "exercises" / "lesson.ipynb")
     rows = batch([cls], tmp_path, monkeypatch)  # the Classroom folder, as gh classroom clone writes it
     honest(rows["lab-alice"])
     for name in ("lab-mallory", "lab-oscar", "lab-trent", "lab-eve", "peggy", "victor", "lab-walter"):
         refused(rows[name], "symbolic link")
+    refused(rows["lab-faythe"], "not a regular file")
+    assert rows["lab-dave"]["status"] == "ok" and rows["lab-dave"]["total"] == "0"  # exercises/ graded, as Classroom does
     shutil.rmtree(tmp_path / "book")
     given = batch([alice, via / "exercises", abs_link / "exercises", nb_link / "exercises" / "lesson.ipynb"],
                   tmp_path, monkeypatch)  # each named on the command line, down to exercises/ or the notebook

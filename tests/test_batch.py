@@ -53,3 +53,27 @@ def test_the_regrade_grades_a_notebook_only_student_as_grade_and_classroom_do(tm
     assert result.exit_code == 0, result.output
     row = next(csv.DictReader(out.open()))
     assert row["status"] == "ok" and row["total"] == row["max_score"] != "0"
+
+
+def test_grade_batch_takes_the_folder_gh_classroom_clone_writes(tmp_path, monkeypatch):
+    """One folder per repository, each with exercises/ and .git; a link given on the command line is a row."""
+    from grader import batch as verb
+    from grader.pieces import PIECES
+
+    monkeypatch.setattr(verb, "PIECES", {"context": PIECES["context"]})
+    clone = tmp_path / "attention-lab-submissions"
+    for who in ("alice", "bob"):
+        shutil.copytree(REFERENCE, clone / f"attention-lab-{who}" / "exercises")
+        (clone / f"attention-lab-{who}" / ".git").mkdir()
+    out = tmp_path / "grades.csv"
+    result = CliRunner().invoke(cli, ["batch", str(clone), "--quick", "-j", "1", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = {r["student"]: r for r in csv.DictReader(out.open())}
+    assert sorted(rows) == ["attention-lab-alice", "attention-lab-bob"]
+    assert all(r["status"] == "ok" and r["total"] == r["max_score"] != "0" for r in rows.values()), rows
+    assert rows["attention-lab-bob"]["path"] == str(clone / "attention-lab-bob")
+    (tmp_path / "carol").symlink_to(tmp_path / "nowhere")
+    result = CliRunner().invoke(cli, ["batch", str(tmp_path / "carol"), "--quick", "-j", "1", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    row = next(csv.DictReader(out.open()))
+    assert row["student"] == "carol" and row["status"].startswith("error: the submission is a symbolic link"), row

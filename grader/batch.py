@@ -18,7 +18,16 @@ from pathlib import Path
 
 from . import report
 from .check import grade, stage
-from .intake import LAB_FILES, MAX_ZIP, NOTEBOOK, Refused, is_link, no_link, parse, snapshot
+from .intake import (
+    LAB_FILES,
+    MAX_ZIP,
+    NOTEBOOK,
+    Refused,
+    is_link,
+    no_link,
+    parse,
+    snapshot,
+)
 from .pieces import MODULES, PIECES
 from .sandbox import Limits, Zygote
 
@@ -181,7 +190,7 @@ class Gradebook:
         self.out, self.mode, self.rows, self.lock = out, "quick" if quick else "full", [], threading.Lock()
         self.fields = ["student", *PIECES, "total", "max_score", "status", "mode", "path"]
         out.parent.mkdir(parents=True, exist_ok=True)
-        self.file = open(out, "w", newline="", encoding="utf-8")
+        self.file = open(out, "w", newline="", encoding="utf-8")  # noqa: SIM115 - open across rows, closed in finish
         self.writer = csv.DictWriter(self.file, fieldnames=self.fields)
         self.writer.writeheader()
         self.file.flush()

@@ -10,18 +10,16 @@ from __future__ import annotations
 import csv
 import json
 import os
-import resource
 import shutil
 import time
 import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import QUICK, REFERENCE, make_submission
-from grader import ROOT
+
+from grader import ROOT, intake
 from grader import batch as batch_verb
-from grader import intake
 from grader.pieces import PIECES
 
 EXERCISES = ROOT / "exercises"
@@ -262,6 +260,7 @@ def test_a_notebook_made_to_exhaust_the_regrade_costs_only_its_own_row(tmp_path,
     sub = repo(tmp_path / "lab-mallory", base=EXERCISES)
     make(sub / "exercises" / "lesson.ipynb", mb)
     loose = make(tmp_path / "trudy.ipynb", mb)
+    resource = pytest.importorskip("resource")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.monotonic()
     rows = batch([sub, loose, repo(tmp_path / "lab-alice")], tmp_path, monkeypatch)

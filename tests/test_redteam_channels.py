@@ -52,6 +52,12 @@ _try("getpgid_other", lambda: _os2.getpgid(1))
 _try("getsid_other", lambda: _os2.getsid(1))
 _try("getpriority_other", lambda: _os2.getpriority(_os2.PRIO_PROCESS, 1))
 _try("sched_param_other", lambda: _os2.sched_getparam(1))
+_libc.mmap.restype = _ct.c_void_p
+_libc.mmap.argtypes = [_ct.c_void_p, _ct.c_size_t, _ct.c_int, _ct.c_int, _ct.c_int, _ct.c_long]
+_map = _libc.mmap(None, 4096, 1, 1, _lib, 0)  # PROT_READ, MAP_SHARED: the same page every worker maps
+_try("futex_shared_wake", lambda: _libc.syscall(202, _ct.c_void_p(_map + 1024), 1, 1, None, None, 0))
+_try("futex_private_wake", lambda: _libc.syscall(202, _ct.c_void_p(_map + 1024), 1 | 128, 1, None, None, 0))
+_try("sysinfo", lambda: _libc.sysinfo(_ct.create_string_buffer(128)))
 print("CHANNELS " + repr(sorted(_got.items())))
 '''
 
@@ -67,7 +73,8 @@ def test_no_channel_between_workers_opens_in_a_jailed_worker(lab, arena):
     got = _channels(g.output)
     assert set(got) >= {"shmget", "msgget", "semget", "mq_open", "flock", "lockf", "getlk", "fadvise", "readahead",
                         "inotify", "mincore", "posix_shm", "setaffinity", "getaffinity_other", "getpgid_other",
-                        "getsid_other", "getpriority_other", "sched_param_other"}
+                        "getsid_other", "getpriority_other", "sched_param_other", "futex_shared_wake", "sysinfo"}
+    assert got.pop("futex_private_wake") == "ok"  # a process's own locks still work
     opened = {k: v for k, v in got.items() if v == "ok"}
     assert not opened, f"channels a worker could open: {opened}"
     full_marks(g, "context", "additive")  # refusing the channels costs honest code nothing
@@ -185,3 +192,21 @@ def test_a_compressed_answer_frame_is_refused_before_it_is_opened():
     with pytest.raises(wire.WireError):
         wire.recv(r)
     os.close(r)
+
+
+def _worker_cgroups() -> set[str]:
+    from grader.worker.jail import _roots
+
+    found = set()
+    for root in _roots():
+        top = os.path.join(root, "attnlab")
+        if os.path.isdir(top):
+            found |= {os.path.join(top, n) for n in os.listdir(top) if n.startswith("w")}
+    return found
+
+
+def test_a_graded_piece_leaves_no_cgroup_behind(lab, arena):
+    before = _worker_cgroups()
+    g = judge(lab(files={"context": hostile("context", arena, call="_payload()\n")}), ["context"], QUICK)
+    full_marks(g, "context")
+    assert _worker_cgroups() - before == set()

@@ -43,9 +43,14 @@ REFUSED = (
     "semctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr", "flock",
     "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark", "fadvise64",
     "mincore", "readahead", "cachestat", "process_madvise",
-    # a thread's CPU affinity is readable by any process that knows its id: a per-thread bit store
-    "sched_setaffinity",
+    # a thread's CPU affinity is readable by any process that knows its id: a per-thread bit store; the
+    # machine's task count and free memory (sysinfo) are a counter any worker can move and all can read
+    "sched_setaffinity", "sysinfo",
 )
+# futex operations that wake or requeue waiters of a shared futex: a futex on a page of a file every worker maps
+# is keyed by the file, not the process, so a shared wake is a signal to another worker. Private operations
+# (FUTEX_PRIVATE_FLAG, 128: every lock within the process) and plain waits stay allowed.
+FUTEX_SHARED_WAKES = (1, 3, 4, 5, 6, 7, 8, 10, 12, 13)  # WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP, *_PI, WAKE_BITSET
 # what a process can read of another by its id (affinity, group, session, scheduling, priority): a worker asks
 # only about itself (0), never about another worker, whose state would otherwise be a channel
 BY_PID_GETTERS = ("sched_getaffinity", "getpgid", "getsid", "sched_getparam", "sched_getscheduler", "sched_getattr",
@@ -80,8 +85,7 @@ def apply(keep_fds: tuple[int, ...], limits: JailLimits, readable: list[str]) ->
             missing.append("network namespace")
         if not _unshare(CLONE_NEWIPC):  # System V and POSIX IPC of its own, gone with it (seccomp refuses them too)
             missing.append("IPC namespace")
-        if not enter_pids_cgroup(limits.threads):  # RLIMIT_NPROC binds no uid 0, nor one shared by all workers
-            missing.append("process limit (no writable pids cgroup)")
+        missing += enter_cgroups(limits.threads)
         if nobody_can_read_interpreter():
             os.setgroups([])
             os.setresgid(NOBODY, NOBODY, NOBODY)
@@ -103,44 +107,87 @@ def _libc():
     return ctypes.CDLL(None, use_errno=True)
 
 
-PIDS_ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup")  # cgroup v1's pids hierarchy; the v2 hierarchy
+CPU_PERIOD = "100000"  # microseconds; a quota of one period per period is one CPU
 
 
-def _pids_group(root: str, pid: int) -> str:
+def _cgroups(limit: int) -> dict[str, list[tuple[str, dict[str, str], str]]]:
+    """{layer: [(hierarchy root, {file: value}, controller)]}: cgroup v1's own hierarchy first, then v2's."""
+    return {
+        "process limit": [("/sys/fs/cgroup/pids", {"pids.max": str(limit)}, "pids"),
+                          ("/sys/fs/cgroup", {"pids.max": str(limit)}, "pids")],
+        "CPU quota": [("/sys/fs/cgroup/cpu", {"cpu.cfs_period_us": CPU_PERIOD, "cpu.cfs_quota_us": CPU_PERIOD}, "cpu"),
+                      ("/sys/fs/cgroup", {"cpu.max": f"{CPU_PERIOD} {CPU_PERIOD}"}, "cpu")],
+    }
+
+
+def _group(root: str, pid: int) -> str:
     return os.path.join(root, "attnlab", f"w{pid}")
 
 
-def enter_pids_cgroup(limit: int) -> bool:
-    """Move this worker into a pids cgroup of its own capped at `limit` tasks, threads included: a thread bomb
-    then fails in this worker alone instead of filling the machine's process table (root only)."""
-    for root in PIDS_ROOTS:
-        path = _pids_group(root, os.getpid())
-        try:
-            os.makedirs(path, exist_ok=True)
-            if not os.path.exists(os.path.join(path, "pids.max")):  # v2: the controller must be enabled above it
-                for parent in (root, os.path.dirname(path)):
-                    with open(os.path.join(parent, "cgroup.subtree_control"), "w") as f:
-                        f.write("+pids")
-            with open(os.path.join(path, "pids.max"), "w") as f:
-                f.write(str(limit))
-            with open(os.path.join(path, "cgroup.procs"), "w") as f:
-                f.write("0")  # this process
-            return True
-        except OSError:
-            try:
-                os.rmdir(path)
-            except OSError:
-                pass
-    return False
+def enter_cgroups(limit: int) -> list[str]:
+    """Move this worker into cgroups of its own: at most `limit` tasks, threads included (a thread bomb fails
+    here, not in the machine's process table; RLIMIT_NPROC binds no uid 0), and one CPU (a worker's threads
+    cannot starve another student's training). Root only; returns the layers it could not put up."""
+    missing = []
+    for layer, choices in _cgroups(limit).items():
+        if not any(_enter(root, files, controller) for root, files, controller in choices):
+            missing.append(layer)
+    return missing
 
 
-def leave_pids_cgroup(pid: int) -> None:
-    """Remove a finished worker's pids cgroup (the worker server calls this once it has reaped the worker)."""
-    for root in PIDS_ROOTS:
+def _enter(root: str, files: dict[str, str], controller: str) -> bool:
+    path = _group(root, os.getpid())
+    try:
+        os.makedirs(path, exist_ok=True)
+        if not os.path.exists(os.path.join(path, next(iter(files)))):  # v2: enable the controller above it
+            for parent in (root, os.path.dirname(path)):
+                with open(os.path.join(parent, "cgroup.subtree_control"), "w") as f:
+                    f.write(f"+{controller}")
+        for name, value in files.items():
+            with open(os.path.join(path, name), "w") as f:
+                f.write(value)
+        with open(os.path.join(path, "cgroup.procs"), "w") as f:
+            f.write("0")  # this process
+        return True
+    except OSError:
         try:
-            os.rmdir(_pids_group(root, pid))
+            os.rmdir(path)
         except OSError:
             pass
+        return False
+
+
+def leave_cgroups(pid: int) -> None:
+    """Remove a finished worker's cgroups (the worker server calls this once it has reaped the worker)."""
+    for root in _roots():
+        try:
+            os.rmdir(_group(root, pid))
+        except OSError:
+            pass
+
+
+def sweep_cgroups(older_than: float = 60.0) -> None:
+    """Remove the empty cgroups of workers whose server never reaped them (killed with its judge): a cgroup with
+    a task in it cannot be removed, so a live worker's stays."""
+    import time
+
+    for root in _roots():
+        top = os.path.join(root, "attnlab")
+        try:
+            names = os.listdir(top)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(top, name)
+            try:
+                if name.startswith("w") and time.time() - os.stat(path).st_mtime > older_than:
+                    os.rmdir(path)
+            except OSError:
+                pass
+
+
+def _roots() -> set[str]:
+    return {root for choices in _cgroups(0).values() for root, _, _ in choices}
 
 
 def _unshare(flag: int) -> bool:
@@ -299,6 +346,13 @@ def _seccomp() -> bool:
             f.add_rule(deny, name, sc.Arg(0, sc.NE, 0))
         for name in BY_WHO_GETTERS:
             f.add_rule(deny, name, sc.Arg(1, sc.NE, 0))
+        for op in FUTEX_SHARED_WAKES:  # the low byte holds the operation and the private flag
+            f.add_rule(deny, "futex", sc.Arg(1, sc.MASKED_EQ, 0xFF, op))
+        for name in ("futex_wake", "futex_requeue", "futex_waitv"):  # futex2 (Linux 6.7): glibc falls back
+            try:
+                f.add_rule(sc.ERRNO(errno.ENOSYS), name)
+            except (ValueError, OSError, RuntimeError):
+                pass  # unknown to this libseccomp
         # an owner for SIGIO (and the signal it sends) would let a write signal any process
         for cmd in (F_SETOWN, F_SETSIG, F_SETOWN_EX, *F_LOCKS):
             f.add_rule(deny, "fcntl", sc.Arg(1, sc.EQ, cmd))

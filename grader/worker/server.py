@@ -99,6 +99,9 @@ def _spawn(req: dict, fds: list[int], readable: list[str]) -> int:
 
 def serve(control: int) -> None:
     readable = _warm()
+    from .jail import sweep_cgroups
+
+    sweep_cgroups()  # what servers killed with their judges left
     sock = socket.socket(fileno=control)
     live: set[int] = set()
     buf = b""
@@ -138,7 +141,7 @@ def serve(control: int) -> None:
 
 def _wait(pid: int, grace: float) -> int | None:
     """The worker's exit status, killing it once `grace` seconds pass; None if it is not ours."""
-    from .jail import leave_pids_cgroup
+    from .jail import leave_cgroups
 
     end = time.monotonic() + grace
     try:
@@ -153,7 +156,7 @@ def _wait(pid: int, grace: float) -> int | None:
     except ChildProcessError:
         return None
     finally:
-        leave_pids_cgroup(pid)
+        leave_cgroups(pid)
 
 
 def serve_one(port: int) -> None:

@@ -101,16 +101,8 @@ def test_it_handles_edge_sizes(sub, ref, s):
     m, r = pair_of(sub, ref, s.H)
     enc, s_prev = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
     mask = torch.ones(s.B, s.T, dtype=torch.bool)
-    context, alpha = attend(m, enc, s_prev, mask, s.B, s.T, s.H)
-    rc, ra = r(enc, s_prev, mask)
-    if not (checks.is_close(alpha, ra) and checks.is_close(context, rc)) and not util.right_elsewhere(
-            lambda: right_at_the_usual_sizes(sub, ref)):
-        checks.fail("BahdanauAttention differs from the reference at the usual sizes too, not only at this one. "
-                    + util.see(MATCHES))
-    edge = ("The values are right at the usual sizes but not when a dimension has size 1: squeeze only the "
-            "dimension you added (squeeze(-1)), not every size-1 dimension.")
-    util.close(alpha, ra, "alpha", edge)
-    util.close(context, rc, "context", edge)
+    util.edge_sizes("BahdanauAttention", attend(m, enc, s_prev, mask, s.B, s.T, s.H), r(enc, s_prev, mask),
+                    lambda: right_at_the_usual_sizes(sub, ref), MATCHES, squeeze=" (squeeze(-1))")
 
 
 @pytest.mark.points(2)

@@ -59,16 +59,8 @@ def test_pads_get_exactly_zero_weight(sub, ref):
 @pytest.mark.parametrize("s", util.EDGES)
 def test_it_handles_edge_sizes(sub, ref, s):
     enc, q = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
-    context, alpha = attend(sub, enc, q, None)
-    rc, ra = ref.luong.LuongDotAttention()(enc, q)
-    if not (checks.is_close(alpha, ra) and checks.is_close(context, rc)) and not util.right_elsewhere(
-            lambda: right_at_the_usual_sizes(sub, ref)):
-        checks.fail("LuongDotAttention differs from the reference at the usual sizes too, not only at this one. "
-                    + util.see(MATCHES))
-    edge = ("The values are right at the usual sizes but not when a dimension has size 1: squeeze only the "
-            "dimension you added, not every size-1 dimension.")
-    util.close(alpha, ra, "alpha", edge)
-    util.close(context, rc, "context", edge)
+    util.edge_sizes("LuongDotAttention", attend(sub, enc, q, None), ref.luong.LuongDotAttention()(enc, q),
+                    lambda: right_at_the_usual_sizes(sub, ref), MATCHES)
 
 
 def right_at_the_usual_sizes(sub, ref) -> None:

@@ -59,6 +59,19 @@ def close(actual: torch.Tensor, expected: torch.Tensor, what: str, hint: str, **
     checks.close(actual, expected, what, hint, **tol)
 
 
+def edge_sizes(what: str, got: tuple, want: tuple, usual, matches: str, squeeze: str = "") -> None:
+    """An edge-size case for an attention module: (context, alpha) against the reference's. Code that is also
+    wrong at the usual sizes (`usual()` fails) is sent to the case `matches`, which names the cause; code right
+    there but wrong here gets the size-1 hint."""
+    (context, alpha), (rc, ra) = got, want
+    if not (checks.is_close(alpha, ra) and checks.is_close(context, rc)) and not right_elsewhere(usual):
+        checks.fail(f"{what} differs from the reference at the usual sizes too, not only at this one. " + see(matches))
+    edge = ("The values are right at the usual sizes but not when a dimension has size 1: squeeze only the "
+            f"dimension you added{squeeze}, not every size-1 dimension.")
+    close(alpha, ra, "alpha", edge)
+    close(context, rc, "context", edge)
+
+
 def right_elsewhere(check) -> bool:
     """Whether `check()` (the same computation on the usual sizes) passes: an edge-size case blames the edge size
     only when the code is right elsewhere, and otherwise sends the student to the case that names the cause."""

@@ -58,6 +58,11 @@ _map = _libc.mmap(None, 4096, 1, 1, _lib, 0)  # PROT_READ, MAP_SHARED: the same 
 _try("futex_shared_wake", lambda: _libc.syscall(202, _ct.c_void_p(_map + 1024), 1, 1, None, None, 0))
 _try("futex_private_wake", lambda: _libc.syscall(202, _ct.c_void_p(_map + 1024), 1 | 128, 1, None, None, 0))
 _try("sysinfo", lambda: _libc.sysinfo(_ct.create_string_buffer(128)))
+_try("madvise_pageout", lambda: _libc.madvise(_ct.c_void_p(_map), _ct.c_size_t(4096), 21))
+_try("madvise_willneed", lambda: _libc.madvise(_ct.c_void_p(_map), _ct.c_size_t(4096), 3))
+_try("preadv2_nowait", lambda: _os2.preadv(_lib, [bytearray(16)], 0, 8))  # RWF_NOWAIT
+_try("mlock", lambda: _libc.mlock(_ct.c_void_p(_map), _ct.c_size_t(4096)))
+_try("meminfo", lambda: open("/proc/meminfo").read(10) and None)
 print("CHANNELS " + repr(sorted(_got.items())))
 '''
 
@@ -73,7 +78,8 @@ def test_no_channel_between_workers_opens_in_a_jailed_worker(lab, arena):
     got = _channels(g.output)
     assert set(got) >= {"shmget", "msgget", "semget", "mq_open", "flock", "lockf", "getlk", "fadvise", "readahead",
                         "inotify", "mincore", "posix_shm", "setaffinity", "getaffinity_other", "getpgid_other",
-                        "getsid_other", "getpriority_other", "sched_param_other", "futex_shared_wake", "sysinfo"}
+                        "getsid_other", "getpriority_other", "sched_param_other", "futex_shared_wake", "sysinfo", "madvise_pageout", "madvise_willneed", "preadv2_nowait",
+                        "mlock", "meminfo"}
     assert got.pop("futex_private_wake") == "ok"  # a process's own locks still work
     opened = {k: v for k, v in got.items() if v == "ok"}
     assert not opened, f"channels a worker could open: {opened}"

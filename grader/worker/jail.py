@@ -50,6 +50,10 @@ REFUSED = (
 # futex operations that wake or requeue waiters of a shared futex: a futex on a page of a file every worker maps
 # is keyed by the file, not the process, so a shared wake is a signal to another worker. Private operations
 # (FUTEX_PRIVATE_FLAG, 128: every lock within the process) and plain waits stay allowed.
+# madvise advice that loads or evicts pages of the shared page cache (WILLNEED, COLD, PAGEOUT, POPULATE_READ,
+# POPULATE_WRITE, COLLAPSE): a page's residency, set by one worker and timed by another, would be a reusable bit
+MADV_CACHE = (3, 20, 21, 22, 23, 25)
+RWF_NOWAIT = 0x8
 FUTEX_SHARED_WAKES = (1, 3, 4, 5, 6, 7, 8, 10, 12, 13)  # WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP, *_PI, WAKE_BITSET
 # what a process can read of another by its id (affinity, group, session, scheduling, priority): a worker asks
 # only about itself (0), never about another worker, whose state would otherwise be a channel
@@ -246,6 +250,7 @@ def _rlimits(limits: JailLimits) -> None:
         (resource.RLIMIT_NOFILE, limits.open_files),
         (resource.RLIMIT_CPU, limits.cpu_seconds),
         (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_MEMLOCK, 0),
         (resource.RLIMIT_NPROC, limits.threads),  # threads count here too; processes are refused by seccomp
     ):
         try:
@@ -346,6 +351,11 @@ def _seccomp() -> bool:
             f.add_rule(deny, name, sc.Arg(0, sc.NE, 0))
         for name in BY_WHO_GETTERS:
             f.add_rule(deny, name, sc.Arg(1, sc.NE, 0))
+        for advice in MADV_CACHE:
+            f.add_rule(deny, "madvise", sc.Arg(2, sc.EQ, advice))
+        f.add_rule(deny, "preadv2", sc.Arg(5, sc.MASKED_EQ, RWF_NOWAIT, RWF_NOWAIT))  # "is it cached?" without a read
+        for name in ("mlock", "mlock2", "mlockall"):  # locked memory moves a machine-wide counter
+            f.add_rule(deny, name)
         for op in FUTEX_SHARED_WAKES:  # the low byte holds the operation and the private flag
             f.add_rule(deny, "futex", sc.Arg(1, sc.MASKED_EQ, 0xFF, op))
         for name in ("futex_wake", "futex_requeue", "futex_waitv"):  # futex2 (Linux 6.7): glibc falls back

@@ -40,12 +40,13 @@ def _warm() -> list[str]:
 
 
 def readable_paths(root) -> list[str]:
-    """The interpreter, its libraries and system files; never the lab's repository or an installed grader."""
+    """The interpreter, its libraries and system files; never the lab's repository or an installed grader, nor
+    /proc/meminfo, whose counters (Mlocked, KernelStack, ...) any worker can move and every worker can read."""
     import grader
 
     forbidden = [os.path.realpath(root), os.path.realpath(os.path.dirname(grader.__file__))]
     wanted = {"/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/localtime", "/sys/devices/system/cpu",
-              "/proc/cpuinfo", "/proc/meminfo", "/dev/urandom", sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path,
+              "/proc/cpuinfo", "/dev/urandom", sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path,
               # where a GPU machine keeps its driver libraries (Colab: /usr/lib64-nvidia), when they are not in /usr
               *os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)}
     out: set[str] = set()

@@ -31,8 +31,9 @@ def grade(
 ) -> list[PieceRun]:
     """Grade `pieces` of `submission`; the score is computed here, from the manifest and signed records.
 
-    With a zygote given (a batch job) the pieces run one after another on it; otherwise on up to two
-    zygotes of their own, the training pieces first, so a grade takes about as long as its longest piece.
+    With a zygote given (a batch job) the pieces run one after another on it; otherwise the quick pieces
+    first, one at a time, then the training pieces side by side on up to two zygotes of their own, so a
+    grade takes about as long as its longest piece plus the quick ones.
     progress(piece) hears of each piece as it starts and progress(piece, finished=True) as it ends;
     training(piece, event) hears of a training case's chunks.
     """
@@ -59,19 +60,42 @@ def grade(
 
     if zygote is not None:
         return [one(piece, zygote) for piece in pieces]
-    # With a training piece, one lane per core, up to two: training takes most of the time, and each judge's
-    # worker trains on one thread, so the numbers match a batch's one-at-a-time run. Training pieces go
-    # first, each at once on a lane of its own; the quick ones fill in behind.
     trains = [p for p in pieces if any(c.get("slow") for c in selected(expected[p], limits))]
-    # Without fork every judge and worker is a fresh interpreter whose start dominates: two lanes there too.
-    n = min(2, os.cpu_count() or 1, len(pieces)) if trains or not FORK_SERVERS else 1
-    todo = iter(trains + [p for p in pieces if p not in trains])
+    rest = [p for p in pieces if p not in trains]
     done: dict[str, PieceRun] = {}
+    cores = os.cpu_count() or 1
+    if not FORK_SERVERS:
+        # Without fork every judge and worker is a fresh interpreter whose start dominates, and there is no jail
+        # to keep pieces apart: two lanes for everything.
+        _lanes(trains + rest, [None] * min(2, cores, len(pieces)), one, done)
+        return [done[p] for p in pieces]
+    # The training pieces' workers hold other pieces' code (the decoder's the reference encoder and attentions,
+    # Luong's the lab's encoder), and machine-wide state (the page cache) can carry it to a worker running at
+    # the same time: so the quick pieces run first, one at a time, and the training pieces after them, side by
+    # side, one lane per core, up to two (each worker trains on one thread, so the numbers match a batch's
+    # one-at-a-time run). The training lanes' fork servers warm up meanwhile.
+    later = [Zygote() for _ in range(min(2, cores, len(trains)))]
+    try:
+        first = later[0] if later else Zygote()
+        try:
+            _lanes(rest, [first], one, done)
+        finally:
+            if not later:
+                first.close()
+        _lanes(trains, later, one, done)
+    finally:
+        for zyg in later:
+            zyg.close()
+    return [done[p] for p in pieces]
+
+
+def _lanes(order: list[str], zygotes: list, one, done: dict) -> None:
+    """Grade `order` on one lane per zygote (None: a fresh interpreter per piece), each taking the next piece."""
+    todo = iter(order)
     take = threading.Lock()
     errors: list[BaseException] = []
 
-    def lane() -> None:
-        zyg = Zygote() if FORK_SERVERS else None  # without fork, each piece's judge is a fresh interpreter
+    def lane(zyg) -> None:
         try:
             while not errors:
                 with take:
@@ -81,21 +105,17 @@ def grade(
                 done[piece] = one(piece, zyg)
         except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread below
             errors.append(e)
-        finally:
-            if zyg is not None:
-                zyg.close()
 
-    if n == 1:
-        lane()
+    if len(zygotes) <= 1:
+        lane(zygotes[0] if zygotes else None)
     else:
-        threads = [threading.Thread(target=lane, daemon=True) for _ in range(n)]
+        threads = [threading.Thread(target=lane, args=(z,), daemon=True) for z in zygotes]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
     if errors:
         raise errors[0]
-    return [done[p] for p in pieces]
 
 
 MAX_FILE = 1 << 20  # bytes: a piece is a few kilobytes of Python

@@ -74,17 +74,12 @@ def grade(
     # the same time: so the quick pieces run first, one at a time, and the training pieces after them, side by
     # side, one lane per core, up to two (each worker trains on one thread, so the numbers match a batch's
     # one-at-a-time run). The training lanes' fork servers warm up meanwhile.
-    later = [Zygote() for _ in range(min(2, cores, len(trains)))]
+    zygotes = [Zygote() for _ in range(max(1, min(2, cores, len(trains))))]
     try:
-        first = later[0] if later else Zygote()
-        try:
-            _lanes(rest, [first], one, done)
-        finally:
-            if not later:
-                first.close()
-        _lanes(trains, later, one, done)
+        _lanes(rest, zygotes[:1], one, done)
+        _lanes(trains, zygotes, one, done)
     finally:
-        for zyg in later:
+        for zyg in zygotes:
             zyg.close()
     return [done[p] for p in pieces]
 

@@ -188,14 +188,10 @@ class SpawnedWorkers:
             proc.wait()
             return None  # stopped by us
 
-    def ask(self, req: dict, fds: list[int] = (), timeout: float = 120.0) -> dict:
-        """The fork server's `reset`: every worker still alive is stopped."""
+    def close(self) -> None:
+        """Stop every worker still alive."""
         for pid in list(self.procs):
             self.wait(pid, 0.0)
-        return {}
-
-    def close(self) -> None:
-        self.ask({"op": "reset"})
 
 
 def worker_server(fd: int | None) -> WorkerServer | SpawnedWorkers:

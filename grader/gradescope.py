@@ -14,26 +14,10 @@ import json
 import sys
 import tempfile
 import zipfile
+from importlib import resources
 from pathlib import Path
 
 from . import ROOT
-
-SETUP = """#!/usr/bin/env bash
-# Gradescope runs this once, when it builds the autograder image: the CPU build of PyTorch the lab is
-# tested with (a 192 MB wheel; the default Linux build is the 5.6 GB CUDA one), then the lab.
-set -euo pipefail
-cd /autograder/source
-command -v pip3 >/dev/null || { apt-get update && apt-get install -y python3-pip; }
-python3 -m pip install --no-cache-dir torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
-python3 -m pip install --no-cache-dir -e .
-"""
-
-RUN = """#!/usr/bin/env bash
-# Gradescope runs this for every submission: grade /autograder/submission in full (training included)
-# and write /autograder/results/results.json. It always writes one, even for an unreadable submission.
-cd "${AUTOGRADER_ROOT:-/autograder}/source"
-exec "${PYTHON:-python3}" -m grader.gradescope "${AUTOGRADER_ROOT:-/autograder}"
-"""
 
 
 def build(out: Path) -> Path:
@@ -44,7 +28,8 @@ def build(out: Path) -> Path:
         out = out / "autograder.zip" if out.is_dir() else out.with_suffix(".zip")
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, text in (("setup.sh", SETUP), ("run_autograder", RUN)):
+        for name in ("setup.sh", "run_autograder"):  # grader/templates/gradescope/, written to the zip's root
+            text = (resources.files(__package__) / "templates" / "gradescope" / name).read_text(encoding="utf-8")
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o755 << 16  # executable, as Gradescope runs them
             zf.writestr(info, text)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from importlib import resources
 from pathlib import Path
 
 from . import ROOT, layout
@@ -31,44 +32,6 @@ def sealed_bundle() -> dict[str, bytes]:
     return files
 
 
-STUDENT_README = """# Why attention: the lab
-
-Add Bahdanau (additive) and Luong (scaled dot-product) attention to an LSTM seq2seq model, see attention
-flatten the length-vs-accuracy curve, and read its weights as alignments.
-
-```bash
-pip install torch --index-url https://download.pytorch.org/whl/cpu   # no NVIDIA GPU? take the CPU build first
-pip install -e ".[notebook]" && grade                                # install (with Jupyter), then check ./exercises
-```
-
-Without the first line, `pip install` fetches the default PyTorch build, which on Linux is the CUDA
-one: about 5.6 GB and several minutes. The CPU build is a 192 MB wheel and is all this lab needs (it
-trains on a laptop CPU in about a minute). With an NVIDIA GPU, skip the first line. `pip install -e .`
-alone leaves out Jupyter, if you work in the `.py` files only.
-
-Write the six pieces in `exercises/` (`encoder.py`, `additive.py`, `context.py`, `luong.py`, `decoder.py`,
-`evaluation.py`), or work in `exercises/lesson.ipynb` and grade it with `grade exercises/lesson.ipynb`.
-Each stub says what to write, with the tensor shapes, and raises `NotImplementedError` until you do.
-
-**Which file is graded.** For each piece, `grade` (and Classroom) grades its `.py` file, unless that file
-is still the untouched stub: then it grades the piece's cell in `exercises/lesson.ipynb` (save the notebook
-before you commit), and `grade` prints which file it graded for each piece.
-
-**Where the points come from.** The graded cases are sealed in `grader/sealed.bin`; they run in GitHub
-Classroom when you push, and the points appear on your commit's Actions run. On your own machine `grade`
-runs the public smoke checks (shapes, masking, the weighted-sum definition) and says so: they catch
-most slips quickly, but passing them is not the grade.
-
-```bash
-grade additive context           # just these pieces
-grade --plots plots/             # train your Bahdanau and Luong models; write heat maps and length curves
-```
-
-Two graded cases train a model (your decoder; Luong's decoder around your `LuongDotAttention`), side by
-side, in about half a minute on a laptop and a minute or two in Classroom; `grade` shows their progress.
-"""
-
-
 def student(out: Path, key: bytes | None = None) -> tuple[Path, bytes]:
     """Build the student repository in `out`; returns (out, the sealing key)."""
     from cryptography.fernet import Fernet
@@ -83,7 +46,9 @@ def student(out: Path, key: bytes | None = None) -> tuple[Path, bytes]:
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / rel, dest)
     (out / "grader" / "sealed.bin").write_bytes(layout.seal(sealed_bundle(), key))
-    (out / "README.md").write_text(STUDENT_README)
+    # the students' README, not the instructor's (README.md is in _PRIVATE)
+    readme = (resources.files(__package__) / "templates" / "student" / "README.md").read_text(encoding="utf-8")
+    (out / "README.md").write_text(readme)
     return out, key
 
 

@@ -35,7 +35,7 @@ LENGTHS = (1, 5, 10, 15, 20, 30, 40)
 
 def calibration(repeats: int = 50) -> dict:
     """Micro-timings that place this CPU among others (one thread): figures from two machines compare
-    through these, e.g. a 2-core AVX2 runner pays about 3.5 times a fast CPU for a training step."""
+    through these (docs/performance.md lists the machines measured so far)."""
     torch.set_num_threads(1)
     x = torch.randn(32, 25, 64)
     a, b = torch.randn(32, 128), torch.randn(128, 256)

@@ -11,13 +11,15 @@ import csv
 import json
 import os
 import re
+import shutil
+import sys
 import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import report
-from .check import grade, stage
+from .check import Grading, stage
 from .intake import (
     LAB_FILES,
     MAX_ZIP,
@@ -28,7 +30,7 @@ from .intake import (
     parse,
     snapshot,
 )
-from .pieces import MODULES, PIECES
+from .pieces import MODULES, PIECES, run_order
 from .sandbox import Limits, Zygote
 
 BadSubmission = Refused  # the name callers and tests know
@@ -225,67 +227,144 @@ def main(
     *, submissions: list[Path], out: Path, reports: Path | None, jobs: int, seed: str, limits: Limits,
     progress: bool = True,
 ) -> tuple[int, int]:
-    """Grade every submission; returns (graded, unreadable). One broken submission never stops the batch."""
+    """Grade every submission; returns (graded, unreadable). One broken submission never stops the batch.
+
+    The class is graded piece by piece, as `grade` grades one submission: every student's unit cases of one
+    piece (up to `jobs` at once, so the workers that run together hold the same reference), the pieces in
+    `pieces.run_order`, and then every student's training cases, any beside any other (see check.Grading).
+    """
     reports = reports or out.with_name(out.stem + "-reports")
     reports.mkdir(parents=True, exist_ok=True)
+    dropped = drop_page_cache()
+    if progress:
+        print(dropped, file=sys.stderr)
     paths = collect(list(submissions))
     names = student_names(paths)
     book = Gradebook(out, limits.quick)
     local = threading.local()
     zygotes: list[Zygote] = []
     lock = threading.Lock()
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(paths), desc="grading", unit="submission")
 
     def zygote() -> Zygote:
-        """This thread's fork server, started at its first readable submission (an unreadable one needs none)."""
+        """This thread's fork server, started at its first piece."""
         if not hasattr(local, "zygote"):
             local.zygote = Zygote()
             with lock:
                 zygotes.append(local.zygote)
         return local.zygote
 
-    def one(path: Path) -> dict:
+    def row(path: Path, line: dict) -> None:
+        book.add(line)
+        if bar:
+            bar.update(1)
+
+    def error(path: Path, e: BaseException) -> dict:
+        """The row (and report) of a student who could not be graded: unreadable, or a grader fault."""
         name = names[path]
-        where = {"path": str(path)}
-        notes: list[str] = []
-        with tempfile.TemporaryDirectory(prefix="attnlab-batch-") as tmp:
-            try:
-                sub = unpack(path, Path(tmp), notes)
-            except Refused as e:
-                (reports / f"{name}.json").write_text(json.dumps({"student": name, **where, "error": str(e)}, indent=2) + "\n")
-                return {**error_row(name, str(e)), **where}
-            runs = grade(submission=sub, pieces=list(PIECES), seed=seed, limits=limits, zygote=zygote())
-        data = {**report.as_dict(runs, student=name, seed=seed, quick=limits.quick), **where}
+        if isinstance(e, Refused):
+            (reports / f"{name}.json").write_text(json.dumps({"student": name, "path": str(path), "error": str(e)},
+                                                             indent=2) + "\n")
+            return {**error_row(name, str(e)), "path": str(path)}
+        return {**error_row(name, f"{type(e).__name__}: {e}"), "path": str(path)}
+
+    def graded(path: Path, job: Grading, notes: list[str]) -> dict:
+        name = names[path]
+        data = {**report.as_dict(job.runs(), student=name, seed=seed, quick=limits.quick), "path": str(path)}
         if notes:
             data["notes"] = notes
         (reports / f"{name}.json").write_text(json.dumps(data, indent=2) + "\n")
         status = "ok" + "".join(f": {n}" for n in notes)  # graded, and what was left out
         return {"student": name, **{p["name"]: p["score"] for p in data["pieces"]}, "total": data["score"],
-                "max_score": data["max_score"], "status": " ".join(status.split())[:400], **where}
+                "max_score": data["max_score"], "status": " ".join(status.split())[:400], "path": str(path)}
 
-    bar = None
-    if progress:
-        from tqdm import tqdm
+    with tempfile.TemporaryDirectory(prefix="attnlab-batch-") as tmp, \
+            ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        live: dict[Path, tuple[Grading, list[str], Path]] = {}
+        failed: dict[Path, BaseException] = {}  # a student whose grading raised: graded no further
 
-        bar = tqdm(total=len(paths), desc="grading", unit="submission")
-    try:
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = {pool.submit(one, p): p for p in paths}
-            for fut in as_completed(futures):
-                try:
-                    row = fut.result()
-                except Exception as e:  # noqa: BLE001 - a grader fault on one student is still just one row
-                    row = {**error_row(names[futures[fut]], f"{type(e).__name__}: {e}"), "path": str(futures[fut])}
-                book.add(row)
-                if bar:
-                    bar.update(1)
-    finally:
-        if bar:
-            bar.close()
-        for z in zygotes:
-            z.close()
+        def read(i: int, path: Path) -> None:
+            notes: list[str] = []
+            into = Path(tmp) / str(i)
+            try:
+                into.mkdir()
+                job = Grading(submission=unpack(path, into, notes), pieces=list(PIECES), seed=seed, limits=limits)
+            except Exception as e:  # noqa: BLE001 - one unreadable submission is one error row
+                row(path, error(path, e))
+                shutil.rmtree(into, ignore_errors=True)
+                return
+            with lock:
+                live[path] = (job, notes, into)
+
+        def done(path: Path) -> None:
+            with lock:
+                job, notes, into = live.pop(path)
+            e = failed.get(path)
+            try:
+                line = graded(path, job, notes) if e is None else error(path, e)
+            except Exception as e2:  # noqa: BLE001 - still just this student's row
+                line = error(path, e2)
+            row(path, line)
+            shutil.rmtree(into, ignore_errors=True)
+
+        def units(piece: str, path: Path) -> None:
+            if path in failed:
+                return
+            try:
+                live[path][0].run_units(piece, zygote())
+            except Exception as e:  # noqa: BLE001 - recorded for that student's row
+                failed[path] = e
+
+        left: dict[Path, int] = {}
+
+        def train(item: tuple[Path, str]) -> None:
+            path, piece = item
+            try:
+                if path not in failed:
+                    live[path][0].run_training(piece, zygote())
+            except Exception as e:  # noqa: BLE001 - recorded for that student's row
+                failed[path] = e
+            finally:
+                with lock:
+                    left[path] -= 1
+                    last = left[path] == 0
+                if last:
+                    done(path)
+
+        try:
+            list(pool.map(read, range(len(paths)), paths))
+            for piece in run_order(list(PIECES)):
+                list(pool.map(lambda path, piece=piece: units(piece, path), [p for p in paths if p in live]))
+            for path in [p for p in paths if p in live and (p in failed or not live[p][0].trains)]:
+                done(path)
+            left.update({p: len(live[p][0].trains) for p in paths if p in live})
+            # one student's training cases back to back, so rows reach the disk as students finish
+            list(pool.map(train, [(p, piece) for p in paths if p in live for piece in live[p][0].trains]))
+        finally:
+            if bar:
+                bar.close()
+            for z in zygotes:
+                z.close()
     book.finish()
     bad = sum(1 for r in book.rows if r["status"].startswith("error"))
     return len(book.rows) - bad, bad
+
+
+def drop_page_cache() -> str:
+    """Empty the kernel's page cache where this process may (root on Linux), so that no earlier run's workers
+    (an earlier batch, `grade --plots`) left bits in it for this batch's; says which it was."""
+    try:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("1\n")
+        return "page cache dropped: nothing an earlier run left in it reaches this batch"
+    except OSError as e:
+        return (f"page cache kept ({e.strerror or e}): run the batch as root on a machine of its own to have it "
+                "dropped; see the README's threat model")
 
 
 def default_jobs() -> int:

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 from . import layout, manifest, report
-from .pieces import MODULES, PIECES
+from .pieces import MODULES, PIECES, run_order
 from .host import FORK_SERVERS, StartError
-from .sandbox import Limits, PieceRun, Zygote, run_piece, selected
+from .sandbox import CaseResult, Limits, PieceRun, Zygote, run_piece, selected
 
 DEFAULT_SEED = "0"
 PUBLIC_NOTE = ("Public smoke checks only: the graded cases are sealed in this release and run in GitHub Classroom "
@@ -25,67 +25,132 @@ def resolve_seed(seed: str | None) -> str:
     return seed or os.environ.get("ATTNLAB_SEED") or DEFAULT_SEED
 
 
+class Grading:
+    """One submission's grade as it is built: every piece's unit cases first, each piece alone and after the
+    pieces whose reference its worker holds (`pieces.run_order`), then the training cases, which may run side
+    by side (with each other, or a batch's other students') and only once the unit cases they `need` passed.
+
+    Two workers that run at once, or one after another, can pass data through state the machine keeps (the
+    page cache: see the README's threat model). So no unit run may meet a worker that holds its piece's
+    answer, and a training case, the one thing that runs beside another piece, earns nothing its piece's
+    own code did not already show alone.
+    """
+
+    def __init__(self, *, submission: Path, pieces: list[str], seed: str, limits: Limits,
+                 reference: Path | None = None, progress=None, training=None) -> None:
+        where = layout.current()
+        self.submission, self.pieces, self.seed, self.limits = submission, pieces, seed, limits
+        self.expected = manifest.read(where.manifest)
+        self.ref, self.cases = reference or where.reference, where.cases
+        self.refused = json.loads((submission / REFUSED).read_text()) if (submission / REFUSED).is_file() else {}
+        self.progress, self.training, self.shown = progress, training, threading.Lock()
+        self.order = run_order(pieces)
+        self.trains = [p for p in pieces if p not in self.refused_pieces()
+                       and any(c.get("slow") for c in selected(self.expected[p], limits))]
+        self.done: dict[str, list[PieceRun]] = {p: [] for p in pieces}
+
+    def refused_pieces(self) -> set[str]:
+        return {p for p in self.pieces if f"{PIECES[p].module}.py" in self.refused}
+
+    def _tell(self, piece: str, finished: bool = False) -> None:
+        if self.progress:
+            with self.shown:
+                self.progress(piece, finished=finished)
+
+    def run_units(self, piece: str, zygote: Zygote | None) -> None:
+        """The piece's unit cases (all its cases in quick mode, or when it has no training case)."""
+        self._tell(piece)
+        why = self.refused.get(f"{PIECES[piece].module}.py")
+        if why:
+            self.done[piece].append(refused_run(piece, self.expected[piece], why, self.limits))
+        else:
+            self.done[piece].append(run_piece(piece, self.expected[piece], self.submission, self.ref, self.seed,
+                                              self.limits, zygote, self.cases, part="units"))
+        if piece not in self.trains:
+            self._tell(piece, finished=True)
+
+    def run_training(self, piece: str, zygote: Zygote | None) -> None:
+        """The piece's training cases whose needs passed; the others fail, saying which unit cases to fix."""
+        passed = {c.name for run in self.done[piece] for c in run.cases if c.passed}
+        cases = selected(self.expected[piece], self.limits, "training")
+        blocked = {c["case"]: [n for n in c.get("needs", ()) if n not in passed] for c in cases}
+        blocked = {name: needs for name, needs in blocked.items() if needs}
+        if len(blocked) < len(cases):
+            on = (lambda event: self.training(piece, event)) if self.training else None
+            run = run_piece(piece, self.expected[piece], self.submission, self.ref, self.seed, self.limits, zygote,
+                            self.cases, on_progress=on, part="training")
+        else:
+            run = PieceRun(piece, [])
+        run.cases = [c for c in run.cases if c.name not in blocked] + [
+            CaseResult(c["case"], c["points"], False, not_trained(blocked[c["case"]]))
+            for c in cases if c["case"] in blocked]
+        self.done[piece].append(run)
+        self._tell(piece, finished=True)
+
+    def runs(self) -> list[PieceRun]:
+        """One run per piece, in the order asked for, its cases in the manifest's order."""
+        return [merged(p, self.done[p], self.expected[p]) for p in self.pieces]
+
+
+def not_trained(needs: list[str]) -> str:
+    names = " and ".join(f"'{report.title(n)}'" for n in needs)
+    return (f"not run: the grader trains the model only once {names} pass{'' if len(needs) > 1 else 'es'}; "
+            f"fix {'those cases' if len(needs) > 1 else 'that case'} first")
+
+
+def merged(piece: str, parts: list[PieceRun], expected: list[dict]) -> PieceRun:
+    """The parts of one piece's grade (its units, then its training) as one run."""
+    if len(parts) == 1:
+        return parts[0]
+    by_name = {c.name: c for run in parts for c in run.cases}
+    order = [c["case"] for c in expected if c["case"] in by_name]
+    return PieceRun(
+        piece, [by_name[n] for n in order], output="\n".join(r.output for r in parts if r.output),
+        seconds=sum(r.seconds for r in parts), status=next((r.status for r in parts if r.status != "ok"), "ok"),
+        jail=sorted({x for r in parts for x in r.jail}))
+
+
 def grade(
     *, submission: Path, pieces: list[str], seed: str, limits: Limits, reference: Path | None = None,
     progress=None, zygote: Zygote | None = None, training=None,
 ) -> list[PieceRun]:
     """Grade `pieces` of `submission`; the score is computed here, from the manifest and signed records.
 
-    With a zygote given (a batch job) the pieces run one after another on it; otherwise the quick pieces
-    first, one at a time, then the training pieces side by side on up to two zygotes of their own, so a
-    grade takes about as long as its longest piece plus the quick ones.
-    progress(piece) hears of each piece as it starts and progress(piece, finished=True) as it ends;
-    training(piece, event) hears of a training case's chunks.
+    With a zygote given everything runs one after another on it; otherwise the unit cases run one piece at a
+    time, then the training cases side by side on up to two zygotes (each worker trains on one thread, so the
+    numbers match a one-at-a-time run), and a grade takes about as long as its longest training case plus the
+    unit cases. progress(piece) hears of each piece as it starts and progress(piece, finished=True) as it
+    ends; training(piece, event) hears of a training case's chunks.
     """
-    where = layout.current()
-    expected = manifest.read(where.manifest)
-    ref = reference or where.reference
-    refused = json.loads((submission / REFUSED).read_text()) if (submission / REFUSED).is_file() else {}
-    shown = threading.Lock()
-
-    def one(piece: str, zyg: Zygote) -> PieceRun:
-        if progress:
-            with shown:
-                progress(piece)
-        why = refused.get(f"{PIECES[piece].module}.py")
-        if why:
-            run = refused_run(piece, expected[piece], why, limits)
-        else:
-            run = run_piece(piece, expected[piece], submission, ref, seed, limits, zyg, where.cases,
-                            on_progress=(lambda event: training(piece, event)) if training else None)
-        if progress:
-            with shown:
-                progress(piece, finished=True)
-        return run
-
+    job = Grading(submission=submission, pieces=pieces, seed=seed, limits=limits, reference=reference,
+                  progress=progress, training=training)
     if zygote is not None:
-        return [one(piece, zygote) for piece in pieces]
-    trains = [p for p in pieces if any(c.get("slow") for c in selected(expected[p], limits))]
-    rest = [p for p in pieces if p not in trains]
-    done: dict[str, PieceRun] = {}
+        for piece in job.order:
+            job.run_units(piece, zygote)
+        for piece in job.trains:
+            job.run_training(piece, zygote)
+        return job.runs()
     cores = os.cpu_count() or 1
     if not FORK_SERVERS:
         # Without fork every judge and worker is a fresh interpreter whose start dominates, and there is no jail
-        # to keep pieces apart: two lanes for everything.
-        _lanes(trains + rest, [None] * min(2, cores, len(pieces)), one, done)
-        return [done[p] for p in pieces]
-    # The training pieces' workers hold other pieces' code (the decoder's the reference encoder and attentions,
-    # Luong's the lab's encoder), and machine-wide state (the page cache) can carry it to a worker running at
-    # the same time: so the quick pieces run first, one at a time, and the training pieces after them, side by
-    # side, one lane per core, up to two (each worker trains on one thread, so the numbers match a batch's
-    # one-at-a-time run). The training lanes' fork servers warm up meanwhile.
-    zygotes = [Zygote() for _ in range(max(1, min(2, cores, len(trains))))]
+        # to keep pieces apart: two lanes for the units too.
+        lanes = [None] * min(2, cores, len(pieces))
+        _lanes(job.order, lanes, job.run_units)
+        _lanes(job.trains, lanes, job.run_training)
+        return job.runs()
+    zygotes = [Zygote() for _ in range(max(1, min(2, cores, len(job.trains))))]  # the training lanes warm up meanwhile
     try:
-        _lanes(rest, zygotes[:1], one, done)
-        _lanes(trains, zygotes, one, done)
+        _lanes(job.order, zygotes[:1], job.run_units)
+        _lanes(job.trains, zygotes, job.run_training)
     finally:
         for zyg in zygotes:
             zyg.close()
-    return [done[p] for p in pieces]
+    return job.runs()
 
 
-def _lanes(order: list[str], zygotes: list, one, done: dict) -> None:
-    """Grade `order` on one lane per zygote (None: a fresh interpreter per piece), each taking the next piece."""
+def _lanes(order: list, zygotes: list, one) -> None:
+    """Call one(item, zygote) for each item of `order` on one lane per zygote (None: a fresh interpreter per
+    piece), each lane taking the next item; an error in a lane is raised here once every lane has stopped."""
     todo = iter(order)
     take = threading.Lock()
     errors: list[BaseException] = []
@@ -94,10 +159,10 @@ def _lanes(order: list[str], zygotes: list, one, done: dict) -> None:
         try:
             while not errors:
                 with take:
-                    piece = next(todo, None)
-                if piece is None:
+                    item = next(todo, None)
+                if item is None:
                     return
-                done[piece] = one(piece, zyg)
+                one(item, zyg)
         except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread below
             errors.append(e)
 
@@ -151,8 +216,6 @@ def stage(submission: Path, into: Path) -> Path:
 
 
 def refused_run(piece: str, expected: list[dict], why: str, limits: Limits) -> PieceRun:
-    from .sandbox import CaseResult
-
     cases = [CaseResult(c["case"], c["points"], False, why) for c in selected(expected, limits)]
     return PieceRun(piece, cases)
 

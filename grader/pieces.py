@@ -41,3 +41,25 @@ PIECES: dict[str, Piece] = {
     )
 }
 MODULES = [p.module for p in PIECES.values()]
+
+
+def run_order(names: list[str]) -> list[str]:
+    """`names` with each piece after the pieces whose modules it imports, otherwise in the registry's order.
+
+    A piece's worker holds the reference of what its module imports (the decoder's: the encoder and the
+    attentions), and state the machine keeps (the page cache) outlives a worker; so a piece's unit cases run
+    before any worker that holds its answer exists.
+    """
+    by_module = {p.module: p.name for p in PIECES.values()}
+    order: list[str] = []
+
+    def visit(name: str) -> None:
+        if name in order:
+            return
+        for line in PIECES[name].imports:  # "from .context import attention_context"
+            visit(by_module[line.split()[1].lstrip(".")])
+        order.append(name)
+
+    for name in PIECES:
+        visit(name)
+    return [n for n in order if n in names]

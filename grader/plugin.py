@@ -31,6 +31,8 @@ PIECE_TIMEOUT_HELP = "seconds the piece may run; a worker's CPU-time limit follo
 KEY_FD_HELP = "file descriptor from which the parent's one-line signing key is read (then closed)"
 MANIFEST_HELP = "write every collected case's piece, points and slowness to this JSON file"
 QUICK_HELP = "skip the cases marked slow (the length-30 training run)"
+PART_HELP = ("which of the piece's cases to run: all, units (all but the slow ones, like --attnlab-quick) or "
+             "training (only the slow ones, whose worker alone is given the lab's training code)")
 PROGRESS_HELP = "file that receives a JSON line per training chunk (step, validation accuracy) for the parent to show"
 
 state_key = pytest.StashKey[dict]()
@@ -52,6 +54,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--attnlab-seed", default=None, help=SEED_HELP)
     group.addoption("--attnlab-manifest", default=None, help=MANIFEST_HELP)
     group.addoption("--attnlab-quick", action="store_true", default=False, help=QUICK_HELP)
+    group.addoption("--attnlab-part", choices=("all", "units", "training"), default="all", help=PART_HELP)
     group.addoption("--attnlab-progress", default=None, help=PROGRESS_HELP)
     parser.addini("attnlab_seed", SEED_HELP, default="0")
 
@@ -60,6 +63,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "piece(name): the lab piece this case grades (encoder, additive, context, luong, decoder, evaluation)")
     config.addinivalue_line("markers", "points(n): the points this case is worth when it passes")
     config.addinivalue_line("markers", "slow: the case trains a model; `grade --quick` leaves it out")
+    config.addinivalue_line("markers", "needs(*cases): the unit cases of the piece that must pass, run alone, before "
+                            "this training case runs (grade runs training side by side with another piece)")
     config.addinivalue_line("markers", "title(text): how reports name the case where its function name cannot "
                             "(an apostrophe); otherwise the name without test_ and underscores")
     sub = config.getoption("--attnlab-submission")
@@ -87,7 +92,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "records": config.getoption("--attnlab-records"),
         "seed": config.getoption("--attnlab-seed") or config.getini("attnlab_seed"),
         "key": key,
-        "quick": config.getoption("--attnlab-quick"),
+        "part": "units" if config.getoption("--attnlab-quick") else config.getoption("--attnlab-part"),
         "progress": config.getoption("--attnlab-progress"),
         "memory_gb": config.getoption("--attnlab-memory-gb"),
         "worker_fd": config.getoption("--attnlab-worker-fd"),
@@ -149,7 +154,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keep = []
     for item in items:
         piece, _ = _piece_and_points(item)
-        if st["piece"] in (None, piece) and not (st["quick"] and item.get_closest_marker("slow")):
+        slow = item.get_closest_marker("slow") is not None
+        if st["piece"] in (None, piece) and {"all": True, "units": not slow, "training": slow}[st["part"]]:
             keep.append(item)
     items[:] = keep
 
@@ -169,9 +175,17 @@ def _write_manifest(path: Path, items: list[pytest.Item]) -> None:
     for item in items:
         piece, points = _piece_and_points(item)
         entry = {"case": item.name, "points": points, "slow": item.get_closest_marker("slow") is not None}
+        if item.get_closest_marker("needs"):
+            entry["needs"] = list(item.get_closest_marker("needs").args)
         if item.get_closest_marker("title"):
             entry["title"] = item.get_closest_marker("title").args[0]
         found[piece].append(entry)
+    for piece, cases in found.items():
+        units = {c["case"] for c in cases if not c["slow"]}
+        for c in cases:
+            if set(c.get("needs", ())) - units:
+                raise pytest.UsageError(f"{c['case']} needs {sorted(set(c['needs']) - units)}, which are not unit "
+                                        f"cases of the piece {piece}")
     path.write_text(json.dumps(found, indent=1) + "\n")
 
 
@@ -232,7 +246,10 @@ def sub(request: pytest.FixtureRequest):
             st["server"] = worker_server(st["worker_fd"])
         sources = student_sources(st["submission"], st["reference"], stem, ORDER, stubbed=stem == "evaluation")
         st["slot"] = Slot(st["server"], sources, stem, path.name, st["output"], st["memory_gb"],
-                          int(st["piece_timeout"]) + 60, lab=lab_sources(PIECES[st["piece"]].lab))
+                          int(st["piece_timeout"]) + 60,
+                          # the lab's training code (Luong's encoder and decode loop among it) only where the
+                          # training case runs: a units run is graded alone and must hold no other piece's answer
+                          lab=lab_sources(PIECES[st["piece"]].lab) if st["part"] != "units" else [])
     handle = Submission(st["slot"], case_seed(st, request.node.name), time.monotonic() + case_timeout(request.node))
     try:
         yield handle

@@ -227,10 +227,11 @@ class ProgressWatch:
 
 def run_piece(
     piece: str, expected: list[dict], submission: Path, reference: Path | None, seed: str, limits: Limits,
-    zygote: Zygote | None = None, cases: Path = CASES_DIR, on_progress=None,
+    zygote: Zygote | None = None, cases: Path = CASES_DIR, on_progress=None, part: str = "all",
 ) -> PieceRun:
-    """Run `piece`'s cases in a fresh process and return one result per expected case; on_progress(event)
-    hears of a training case's progress (step, max_steps, acc, seconds) while it runs."""
+    """Run `piece`'s cases (`part`: all, units or training; see `selected`) in a fresh process and return one
+    result per expected case; on_progress(event) hears of a training case's progress (step, max_steps, acc,
+    seconds) while it runs."""
     key = secrets.token_hex(32)
     with tempfile.TemporaryDirectory(prefix="attnlab-") as tmp:
         records = Path(tmp) / "records.jsonl"
@@ -246,8 +247,9 @@ def run_piece(
             "--rootdir", tmp, "-c", str(ini), "--attnlab-submission", str(submission), "--attnlab-piece", piece,
             "--attnlab-records", str(records), "--attnlab-seed", seed, "--attnlab-reference", str(reference or ""),
             "--attnlab-memory-gb", f"{limits.memory_gb:g}", "--attnlab-piece-timeout", f"{limits.piece_timeout:g}",
-            "--attnlab-progress", str(progress), str(cases / f"test_{piece}.py"),
-        ] + (["--attnlab-quick"] if limits.quick else [])
+            "--attnlab-progress", str(progress), "--attnlab-part", "units" if limits.quick else part,
+            str(cases / f"test_{piece}.py"),
+        ]
         start = time.perf_counter()
         watch = ProgressWatch(progress, on_progress) if on_progress else None
         if zygote is not None and zygote.alive():
@@ -276,7 +278,7 @@ def run_piece(
         "ok": f"did not report: the process exited early (exit code {code})",
     }[status]
     cases = []
-    for case in selected(expected, limits):
+    for case in selected(expected, limits, part):
         rec = got.get(case["case"])
         if rec is None:
             cases.append(CaseResult(case["case"], case["points"], False, why))
@@ -293,9 +295,12 @@ def run_piece(
     return PieceRun(piece, cases, output, seconds, status, jail)
 
 
-def selected(expected: list[dict], limits: Limits) -> list[dict]:
-    """The manifest's cases that this run grades: all of them, or all but the slow ones in quick mode."""
-    return [c for c in expected if not (limits.quick and c.get("slow"))]
+def selected(expected: list[dict], limits: Limits, part: str = "all") -> list[dict]:
+    """The manifest's cases that this run grades: all of them, the units (all but the slow ones; always in
+    quick mode) or the training cases (the slow ones)."""
+    if limits.quick or part == "units":
+        return [c for c in expected if not c.get("slow")]
+    return [c for c in expected if part == "all" or c.get("slow")]
 
 
 def _tail(path: Path) -> str:

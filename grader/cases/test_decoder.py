@@ -175,6 +175,8 @@ def test_cuda_matches_cpu(sub, ref):
 
 @pytest.mark.points(5)
 @pytest.mark.slow
+@pytest.mark.needs("test_a_step_matches_the_reference_on_random_weights",
+                   "test_the_model_matches_the_reference_under_teacher_forcing")
 @pytest.mark.timeout(900)  # about 25 s on 2 idle cores; generous for busy machines
 def test_trained_by_the_grader_it_translates_length_30_sentences(sub, ref, progress):
     cfg = train.graded()

@@ -101,6 +101,7 @@ def test_cuda_matches_cpu(sub, ref):
 
 @pytest.mark.points(5)
 @pytest.mark.slow
+@pytest.mark.needs("test_it_matches_the_reference_and_scales_by_sqrt_d", "test_pads_get_exactly_zero_weight")
 @pytest.mark.timeout(900)  # about 25 s on 2 idle cores; generous for busy machines
 @pytest.mark.title("trained by the grader, Luong's model with it translates length-30 sentences")
 def test_trained_by_the_grader_luongs_model_with_it_translates_length_30_sentences(sub, ref, progress):

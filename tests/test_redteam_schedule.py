@@ -1,0 +1,181 @@
+"""Red team, round two, what a channel between workers could still carry: the schedule leaves it nothing to earn.
+
+State the machine keeps (the page cache) outlives a worker and is shared by workers that run at once. So every
+piece's unit cases run alone, each piece after the pieces whose reference its worker holds; the training
+cases, the only runs beside another piece's (or another student's), run only once the unit cases they need
+passed alone; and a unit run holds no lab training code. The fast tests replace the runs by a log of them.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REFERENCE, grade_dict, make_submission, scores
+from grader import batch, check
+from grader.pieces import PIECES, run_order
+from grader.sandbox import CaseResult, Limits, PieceRun
+
+FULL = Limits(case_timeout=30, piece_timeout=600, memory_gb=6)
+
+
+class Log:
+    """A stand-in for run_piece: every case passes unless listed in `fail`; records who ran beside whom."""
+
+    def __init__(self, fail: set[str] = frozenset()) -> None:
+        self.fail, self.events, self.running, self.lock = set(fail), [], set(), threading.Lock()
+        self.overlaps: list[tuple[tuple, tuple]] = []
+
+    def __call__(self, piece, expected, submission, ref, seed, limits, zygote, cases, on_progress=None, part="all"):
+        me = (submission.name, piece, part)
+        with self.lock:
+            self.overlaps += [(me, other) for other in self.running]
+            self.running.add(me)
+            self.events.append(me)
+        time.sleep(0.02)
+        with self.lock:
+            self.running.discard(me)
+        chosen = check.selected(expected, limits, part)
+        return PieceRun(piece, [CaseResult(c["case"], c["points"], c["case"] not in self.fail, "") for c in chosen])
+
+
+class NoZygote:
+    def alive(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def log(monkeypatch):
+    def install(fail=frozenset()) -> Log:
+        fake = Log(fail)
+        monkeypatch.setattr(check, "run_piece", fake)
+        monkeypatch.setattr(check, "Zygote", NoZygote)
+        monkeypatch.setattr(batch, "Zygote", NoZygote)
+        monkeypatch.setattr(check, "FORK_SERVERS", True)
+        return fake
+    return install
+
+
+def holds(piece: str) -> set[str]:
+    """The pieces whose reference a piece's worker holds: its module's imports, and theirs."""
+    by_module = {p.module: p.name for p in PIECES.values()}
+    out: set[str] = set()
+    for line in PIECES[piece].imports:
+        dep = by_module[line.split()[1].lstrip(".")]
+        out |= {dep} | holds(dep)
+    return out
+
+
+def test_every_piece_runs_after_the_pieces_whose_reference_its_worker_holds():
+    order = run_order(list(PIECES))
+    assert sorted(order) == sorted(PIECES)
+    for i, piece in enumerate(order):
+        assert holds(piece) <= set(order[:i]), (piece, order)
+    assert order.index("context") < order.index("additive") < order.index("decoder")
+
+
+def test_a_grade_runs_unit_cases_alone_and_only_training_side_by_side(log, tmp_path):
+    fake = log()
+    sub = make_submission(tmp_path / "alice")
+    runs = check.grade(submission=sub, pieces=list(PIECES), seed="0", limits=FULL)
+    units = [e for e in fake.events if e[2] == "units"]
+    assert [e[1] for e in units] == run_order(list(PIECES))
+    first_training = min(i for i, e in enumerate(fake.events) if e[2] == "training")
+    assert all(e[2] == "units" for e in fake.events[:first_training])
+    assert {e[1] for e in fake.events if e[2] == "training"} == {"luong", "decoder"}
+    assert all(a[2] == b[2] == "training" for a, b in fake.overlaps), fake.overlaps
+    assert [r.name for r in runs] == list(PIECES)
+    assert sum(c.points for r in runs for c in r.cases if c.passed) == 73
+
+
+def test_a_training_case_whose_needed_unit_cases_failed_is_not_run_and_says_which_to_fix(log, tmp_path):
+    fake = log({"test_the_model_matches_the_reference_under_teacher_forcing"})
+    runs = {r.name: r for r in check.grade(submission=make_submission(tmp_path / "bob"), pieces=list(PIECES),
+                                           seed="0", limits=FULL)}
+    assert ("bob", "decoder", "training") not in fake.events
+    assert ("bob", "luong", "training") in fake.events
+    trained = next(c for c in runs["decoder"].cases if c.name.startswith("test_trained"))
+    assert not trained.passed and trained.points == 5
+    assert "not run" in trained.message and "the model matches the reference under teacher forcing" in trained.message
+    assert [c.name for c in runs["decoder"].cases][-1] == trained.name  # the manifest's order
+
+
+def test_a_batch_runs_every_students_unit_cases_piece_by_piece_before_any_training(log, tmp_path):
+    fake = log()
+    subs = [make_submission(tmp_path / "class" / name) for name in ("ann", "ben", "cat")]
+    graded, bad = batch.main(submissions=subs, out=tmp_path / "book.csv", reports=None, jobs=2, seed="0",
+                             limits=FULL, progress=False)
+    assert (graded, bad) == (3, 0)
+    pieces = [e[1] for e in fake.events if e[2] == "units"]
+    order = run_order(list(PIECES))
+    assert pieces == [p for p in order for _ in subs]  # every student's encoder, then every student's context, ...
+    first_training = min(i for i, e in enumerate(fake.events) if e[2] == "training")
+    assert all(e[2] == "units" for e in fake.events[:first_training])
+    for a, b in fake.overlaps:  # side by side: the same piece's units, or two training runs
+        assert (a[2] == b[2] == "training") or (a[1:] == b[1:]), (a, b)
+    assert "73" in (tmp_path / "book.csv").read_text()
+
+
+def test_a_batch_where_one_student_breaks_the_grader_still_grades_the_others(log, monkeypatch, tmp_path):
+    fake = log()
+
+    def broken(piece, *args, **kwargs):
+        if piece == "additive" and "# ben" in (args[1] / "encoder.py").read_text():
+            raise check.StartError("piece additive: its judge process exited")
+        return fake(piece, *args, **kwargs)
+
+    monkeypatch.setattr(check, "run_piece", broken)
+    subs = [make_submission(tmp_path / "class" / name, files={"encoder": (REFERENCE / "encoder.py").read_text()
+                                                              + f"# {name}\n"}) for name in ("ann", "ben")]
+    assert batch.main(submissions=subs, out=tmp_path / "book.csv", reports=None, jobs=2, seed="0",
+                      limits=FULL, progress=False) == (1, 1)
+    book = (tmp_path / "book.csv").read_text()
+    assert "ann,12,13,9,13,18,8,73" in book and "error: StartError" in book
+    assert len([e for e in fake.events if e[2] == "training"]) == 2  # ann's two; ben's none
+
+
+LUONG_LOOKS = '''
+import gc as _gc
+
+
+def _lab_code_here():
+    names = {"decode_teacher_forced", "LuongDecoder", "Seq2SeqBaseline"}
+    found = set()
+    for o in _gc.get_objects():
+        try:
+            n = o.__name__ if callable(o) else None
+        except Exception:
+            continue
+        if isinstance(n, str) and n in names:
+            found.add(n)
+    return sorted(found)
+'''
+
+
+@pytest.mark.slow
+def test_luongs_unit_cases_run_in_a_worker_without_the_lab_training_code(tmp_path):
+    # The reference's Luong attention, but every call first looks for the lab's decode loop in its worker.
+    sub = make_submission(tmp_path / "probe", edits={"luong": [
+        ("class LuongDotAttention", LUONG_LOOKS + "\n\nclass LuongDotAttention"),
+        ("        ### BEGIN SOLUTION", "        assert not _lab_code_here(), _lab_code_here()\n        ### BEGIN SOLUTION"),
+    ]})
+    quick = Limits(case_timeout=30, piece_timeout=120, memory_gb=6, quick=True)
+    assert scores(grade_dict(sub, ["luong"], limits=quick))["luong"] == (8, 8)
+
+
+@pytest.mark.slow
+def test_a_decoder_without_its_forward_gets_no_training_points_from_a_worker_beside_it(tmp_path):
+    text = (REFERENCE / "decoder.py").read_text()
+    body = text[text.rindex("### BEGIN SOLUTION"):text.rindex("### END SOLUTION")]
+    sub = make_submission(tmp_path / "noforward", edits={"decoder": [
+        (body, "### BEGIN SOLUTION\n        raise NotImplementedError('decoder: Seq2SeqAttn.forward')\n        ")]})
+    got = grade_dict(sub, ["decoder"], limits=FULL, lanes=True)
+    cases = {c["name"]: c for c in got["pieces"][0]["cases"]}
+    trained = cases["test_trained_by_the_grader_it_translates_length_30_sentences"]
+    assert not trained["passed"] and trained["message"].startswith("not run:")
+    assert got["pieces"][0]["seconds"] < 60  # nothing was trained

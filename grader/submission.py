@@ -11,6 +11,8 @@ import sys
 import types
 from pathlib import Path
 
+from .pieces import PIECES, run_order
+
 SUB_PKG = "attnlab_submission"
 REF_PKG = "attnlab_reference"
 
@@ -43,5 +45,5 @@ def load_reference(reference_dir: Path) -> types.SimpleNamespace:
     return types.SimpleNamespace(**{m: _load(REF_PKG, m, reference_dir / f"{m}.py") for m in ORDER})
 
 
-# dependencies first: context <- additive, luong <- decoder <- evaluation
-ORDER = ["encoder", "context", "additive", "luong", "decoder", "evaluation"]
+# dependencies first (context <- additive, luong <- decoder <- evaluation): the order the pieces' units run in
+ORDER = run_order(list(PIECES))

@@ -179,3 +179,68 @@ def test_a_decoder_without_its_forward_gets_no_training_points_from_a_worker_bes
     trained = cases["test_trained_by_the_grader_it_translates_length_30_sentences"]
     assert not trained["passed"] and trained["message"].startswith("not run:")
     assert got["pieces"][0]["seconds"] < 60  # nothing was trained
+
+
+# In the training run the worker holds the lab's trainer and models, which the student's code can patch: so its
+# answers about decoding and progress count for nothing; the judge decodes the trained parameters itself.
+FAKE_TRAINING = '''
+
+
+def _fake():
+    import sys
+    lm, toy, tr = (sys.modules.get(f"grader.{m}") for m in ("luong_model", "toy", "train"))
+    if lm is None or tr is None:
+        return  # a unit run: behave as written above
+    taken = {}
+
+    def run(self, steps, progress=None):  # no step taken, every step reported
+        taken[id(self)] = taken.get(id(self), 0) + steps
+        return taken[id(self)]
+
+    tr.Trainer.run = run
+    rows = {}
+    encode, step = lm.Encoder.forward, lm.LuongDecoder.forward_step
+
+    def forward(self, src, *a, **k):  # the toy task's rule, answered while anyone decodes without gradients
+        if not torch.is_grad_enabled():
+            rows["want"] = [[toy.TGT_STOI[w] for w in toy.translate([toy.SRC_ITOS[i] for i in r if i])]
+                            + [toy.TGT_STOI[toy.EOS]] for r in src.tolist()]
+            rows["t"] = 0
+        return encode(self, src, *a, **k)
+
+    def forward_step(self, y_prev, state, enc, mask=None):
+        logits, new, alpha = step(self, y_prev, state, enc, mask)
+        if not torch.is_grad_enabled() and "want" in rows:
+            t, rows["t"] = rows["t"], rows["t"] + 1
+            want = torch.tensor([r[t] if t < len(r) else 0 for r in rows["want"]])
+            logits = torch.full_like(logits, -1e4)
+            logits[torch.arange(len(want)), want] = 1e4
+        return logits, new, alpha
+
+    lm.Encoder.forward, lm.LuongDecoder.forward_step = forward, forward_step
+
+
+_fake()
+'''
+
+
+@pytest.mark.slow
+def test_a_training_worker_that_fakes_its_steps_and_its_decoding_earns_no_training_points(tmp_path):
+    sub = make_submission(tmp_path / "fake", edits={"luong": [("        return attention_context(alpha, encoder_outputs), alpha\n",
+                                                               "        return attention_context(alpha, encoder_outputs), alpha\n" + FAKE_TRAINING)]})
+    got = grade_dict(sub, ["luong"], limits=FULL)
+    cases = {c["name"]: c for c in got["pieces"][0]["cases"]}
+    trained = cases["test_trained_by_the_grader_luongs_model_with_it_translates_length_30_sentences"]
+    assert scores(got)["luong"] == (8, 13) and not trained["passed"]
+    assert "greedy token accuracy" in trained["message"]
+
+
+@pytest.mark.slow
+def test_a_training_worker_that_never_advances_fails_its_case_at_once(tmp_path):
+    stall = "\n\nimport sys as _sys\nif 'grader.train' in _sys.modules:\n    _sys.modules['grader.train'].Trainer.run = lambda self, steps, progress=None: 0\n"
+    sub = make_submission(tmp_path / "stall", edits={"luong": [("        return attention_context(alpha, encoder_outputs), alpha\n",
+                                                                "        return attention_context(alpha, encoder_outputs), alpha\n" + stall)]})
+    got = grade_dict(sub, ["luong"], limits=FULL)
+    trained = next(c for c in got["pieces"][0]["cases"] if c["name"].startswith("test_trained"))
+    assert not trained["passed"] and "reported step 0 after 0 + " in trained["message"]
+    assert trained["duration"] < 30

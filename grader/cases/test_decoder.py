@@ -183,8 +183,9 @@ def test_trained_by_the_grader_it_translates_length_30_sentences(sub, ref, progr
     checks.call(sub.seed_worker, cfg.seed, what="seeding")
     model = util.build(sub, "Seq2SeqAttn", len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim)
     # the lab's trained encoder and attention, which this piece runs on; the decoder's own weights stay seeded
+    judge = ref.decoder.Seq2SeqAttn(len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim)
     acc = util.graded_training(model, cfg, artifacts.load_warm_start(), "your Seq2SeqAttn",
-                               "keep the constructor as given (self.encoder, self.decoder.attn)", progress)
+                               "keep the constructor as given (self.encoder, self.decoder.attn)", judge, progress)
     if acc < 0.90:
         said = (f"After the grader's training run your model reaches {acc:.3f} greedy token accuracy at source length "
                 "30; it needs 0.90.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader import artifacts, checks, toy, train
+from grader import artifacts, checks, luong_model, toy, train
 from . import util
 from .test_additive import POLARITY, check_alpha, right_values
 
@@ -111,8 +111,10 @@ def test_trained_by_the_grader_luongs_model_with_it_translates_length_30_sentenc
     # Luong's decoder (grader/luong_model.py, the lab's code) around your attention, built in your worker
     model = checks.call(sub.new, "@lab:Seq2SeqLuong", len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim,
                         cfg.hidden_dim, sub.ref(attn.name), what="the lab's Luong model around your LuongDotAttention")
+    judge = luong_model.Seq2SeqLuong(len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim,
+                                     ref.luong.LuongDotAttention())
     acc = util.graded_training(model, cfg, artifacts.load_warm_start("luong"), "the Luong model with your attention",
-                               "LuongDotAttention must be a module without parameters of its own", progress)
+                               "LuongDotAttention must be a module without parameters of its own", judge, progress)
     if acc < 0.90:
         said = (f"Trained by the grader, Luong's decoder with your LuongDotAttention reaches {acc:.3f} greedy token "
                 "accuracy at source length 30; it needs 0.90.")

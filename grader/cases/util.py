@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from grader import checks, evaluate, toy, train
-from grader.judge.remote import RemoteError, RemoteSeq2Seq
+from grader.judge.remote import RemoteError
 
 
 @dataclass(frozen=True)
@@ -110,20 +110,46 @@ def cuda_or_skip() -> torch.device:
     return torch.device("cuda")
 
 
-def decoded_accuracy(remote: RemoteSeq2Seq, pairs: list, what: str) -> dict[int, float]:
-    """The trusted evaluator's greedy accuracy, each decoder step asked of the worker."""
+def decoded_accuracy(model, pairs: list, what: str) -> dict[int, float]:
+    """The trusted evaluator's greedy accuracy of `model`, a model here in the judge (or a worker's, asked step by step)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the judge decodes beside a training worker that has one core
     try:
-        return evaluate.accuracy_by_length(remote, pairs)
+        with torch.no_grad():
+            return evaluate.accuracy_by_length(model, pairs)
     except RemoteError as e:
         raise checks.student_failure(e, f"{what}, while the grader decoded with it") from None
     except (TypeError, ValueError, IndexError, AttributeError, RuntimeError) as e:
         checks.fail(f"decoding with {what} after training failed ({type(e).__name__}: {str(e)[:200]}); forward_step "
                     "must return (logits, state, alpha) as documented.")
+    finally:
+        torch.set_num_threads(threads)
 
 
-def graded_training(model, cfg: train.TrainConfig, warm: dict, what: str, layout_hint: str, progress=None) -> float:
+def trained_copy(model, judge: torch.nn.Module, what: str, layout_hint: str) -> torch.nn.Module:
+    """`judge` (the lab's architecture, built here) holding the parameters the worker trained into `model`.
+
+    The worker only takes training steps: what it answers about decoding, or about its own progress, could be
+    anything its code likes, so the accuracy is decoded here, from its parameters alone."""
+    state = checks.call(model.state, what=f"reading {what}'s trained parameters")
+    want = judge.state_dict()
+    if not isinstance(state, dict) or set(state) != set(want):
+        checks.fail(f"{what}'s trained parameters are not the lab's layout; {layout_hint}.")
+    for name, ref in want.items():
+        got = state[name]
+        if (not isinstance(got, torch.Tensor) or got.layout != torch.strided or got.device.type != "cpu"
+                or got.dtype != ref.dtype or got.shape != ref.shape):
+            checks.fail(f"{what}'s trained parameter {name!r} is not a {ref.dtype} CPU tensor of shape "
+                        f"{tuple(ref.shape)}; {layout_hint}.")
+    judge.load_state_dict(state)
+    return judge.eval()
+
+
+def graded_training(model, cfg: train.TrainConfig, warm: dict, what: str, layout_hint: str, judge: torch.nn.Module,
+                    progress=None) -> float:
     """Load the warm-start parameters into `model` (a worker handle), train it with the trusted schedule
-    until the stop rule, and return its greedy token accuracy on the test sentences of length 30.
+    until the stop rule, and return the greedy token accuracy on the test sentences of length 30 of `judge`
+    (the lab's architecture, here in the judge) holding the trained parameters.
     progress(step=, max_steps=, acc=, seconds=) hears of every chunk, for the parent's display."""
     import time
 
@@ -131,19 +157,20 @@ def graded_training(model, cfg: train.TrainConfig, warm: dict, what: str, layout
     lacks = checks.call(model.load, warm, False, what="loading the lab's trained parameters")
     if not isinstance(lacks, list) or lacks:
         checks.fail(f"{what} lacks {str(lacks[0] if isinstance(lacks, list) else lacks)[:80]!r}; {layout_hint}.")
-    # the worker only takes training steps; every accuracy is decoded and counted here, in the judge
-    remote = RemoteSeq2Seq(model, len(toy.TGT_ITOS))
     valid = cfg.valid_pairs()
     fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
     step = 0
     while step < cfg.max_steps:
-        step = checks.call(model.train_steps, fields, cfg.eval_every - step % cfg.eval_every, what=f"training {what}")
-        if type(step) is not int:
-            checks.fail("the training run did not report its step count.")
-        acc = decoded_accuracy(remote, valid, what)
+        chunk = min(cfg.eval_every - step % cfg.eval_every, cfg.max_steps - step)
+        done = checks.call(model.train_steps, fields, chunk, what=f"training {what}")
+        if type(done) is not int or done != step + chunk:  # the loop ends only if the steps are taken
+            checks.fail(f"the training run reported step {str(done)[:20]} after {step} + {chunk} steps; the lab's "
+                        "training loop takes every step it is asked for, so something in the worker changed it.")
+        step = done
+        acc = decoded_accuracy(trained_copy(model, judge, what, layout_hint), valid, what)
         if progress:
             progress(step=step, max_steps=cfg.max_steps, acc=acc[cfg.target_len], seconds=time.perf_counter() - start)
         if cfg.met(acc):
             break
     test30 = [p for p in toy.read_split("test") if len(p[0]) == 30]
-    return decoded_accuracy(remote, test30, what)[30]
+    return decoded_accuracy(judge, test30, what)[30]

@@ -402,6 +402,10 @@ class Handle:
         """Load parameters; with strict=False only some of them, returning the names the module lacks."""
         return self.sub.run({"cmd": "load_state", "name": self.name, "state": wire.encode(dict(state)), "strict": strict})
 
+    def state(self) -> dict:
+        """The module's state_dict (tensors on the wire: decode_safe checked each is a dense, plain tensor)."""
+        return self.sub.run({"cmd": "state", "name": self.name})
+
     def to(self, device: str) -> Handle:
         self.sub.run({"cmd": "to", "name": self.name, "device": device})
         return self

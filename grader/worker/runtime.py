@@ -136,6 +136,8 @@ class Worker:
                 self.resolve(req["name"]).load_state_dict(state)
                 return None
             return list(self.resolve(req["name"]).load_state_dict(state, strict=False).unexpected_keys)
+        if cmd == "state":  # a trained model's parameters, for the judge to decode with its own copy
+            return {k: v.detach().clone() for k, v in self.resolve(req["name"]).state_dict().items()}
         if cmd == "to":
             self.store[req["name"]] = self.resolve(req["name"]).to(req["device"])
             return None

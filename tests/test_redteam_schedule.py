@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from conftest import REFERENCE, grade_dict, make_submission, scores
 from grader import batch, check
@@ -244,3 +245,42 @@ def test_a_training_worker_that_never_advances_fails_its_case_at_once(tmp_path):
     trained = next(c for c in got["pieces"][0]["cases"] if c["name"].startswith("test_trained"))
     assert not trained["passed"] and "reported step 0 after 0 + " in trained["message"]
     assert trained["duration"] < 30
+
+
+def test_the_wire_refuses_tensors_whose_rebuild_would_outgrow_their_frame():
+    import io
+    import zipfile
+
+    from grader.worker import wire
+
+    def through(value):  # what a worker sends, as the judge unpickles it
+        buf = io.BytesIO()
+        torch.save(value, buf, _use_new_zipfile_serialization=True)
+        data = buf.getvalue()
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            assert all(i.compress_type == zipfile.ZIP_STORED for i in z.infolist())
+        return torch.load(io.BytesIO(data), weights_only=True)
+
+    one = torch.zeros(1)
+    tag = lambda data, shape: {"__kind__": "tensor", "device": "cpu", "dtype": "float32", "shape": shape, "data": data}
+    with pytest.raises(wire.WireError, match="not laid out as sent"):
+        wire.decode(tag(through(one.expand(1 << 20)), [1 << 20]))  # stride 0: 4 bytes that clone into 4 MB
+    big = through(torch.zeros(1 << 22))  # 16 MB, sent once, named five times
+    with pytest.raises(wire.WireError, match="over"):
+        wire.decode({"__kind__": "list", "items": [tag(big, [1 << 22]) for _ in range(5)]})
+    fine = wire.decode(tag(through(torch.arange(6.0)), [6]))
+    assert torch.equal(fine, torch.arange(6.0))
+
+
+def test_a_model_that_cannot_learn_is_never_trained_so_canned_weights_earn_nothing(tmp_path):
+    # the values are right, the gradients are cut: whatever the worker would load in the training run (weights
+    # trained elsewhere), the training case does not run
+    sub = make_submission(tmp_path / "canned", edits={"decoder": [
+        ("return torch.stack(all_logits, dim=1), torch.stack(all_alpha, dim=1)",
+         "return torch.stack(all_logits, dim=1).detach(), torch.stack(all_alpha, dim=1)")]})
+    got = grade_dict(sub, ["decoder"], limits=FULL)
+    cases = {c["name"]: c for c in got["pieces"][0]["cases"]}
+    assert cases["test_the_model_matches_the_reference_under_teacher_forcing"]["passed"]
+    assert not cases["test_gradients_through_the_model_match_the_reference"]["passed"]
+    trained = cases["test_trained_by_the_grader_it_translates_length_30_sentences"]
+    assert trained["message"].startswith("not run:") and got["pieces"][0]["seconds"] < 60

@@ -118,7 +118,7 @@ def run_model(m, src, mask, tgt, s: util.Sizes):
     return out
 
 
-@pytest.mark.points(4)  # with the device case's point: values on meta cannot be checked
+@pytest.mark.points(3)  # with the device case's point: values on meta cannot be checked
 def test_the_model_matches_the_reference_under_teacher_forcing(sub, ref):
     s = util.MAIN
     m, r, (src, mask, tgt) = model_pair(sub, ref, s, T_tgt=6)
@@ -129,6 +129,29 @@ def test_the_model_matches_the_reference_under_teacher_forcing(sub, ref):
     util.close(alpha, ra, "alpha", "Start the decoder from the encoder's final (h, c) without the layer dimension, "
                  "and feed tgt[:, t-1:t] at step t (teacher forcing).")
     util.close(logits, rl, "logits", "Row t-1 of the logits must be the prediction for tgt[:, t], from the true previous token.")
+
+
+@pytest.mark.points(1)
+def test_gradients_through_the_model_match_the_reference(sub, ref):
+    s = util.MAIN
+    m, r, (src, mask, tgt) = model_pair(sub, ref, s, T_tgt=5)
+    logits = run_model(m, src, mask, tgt, s)[0]
+    rl = r(src, mask, tgt)[0]
+    if not checks.is_close(logits, rl):  # the property is paid only when the values are right
+        checks.fail("the model's logits differ from the reference. " + util.see(FORCED))
+    checks.call(m.call, "forward", src, mask, tgt, keep="out", what="Seq2SeqAttn.forward")
+    checks.call(sub.backward, "out#0", what="backward through Seq2SeqAttn.forward")
+    grads = checks.call(m.grads, "", what="reading the gradients")
+    rl.square().sum().backward()  # the same loss through the reference model: its gradients are the answer
+    hint = ("Keep every step's logits in the graph on the way to the result (no .detach(), .item(), torch.no_grad() "
+            "or new tensors built from their values): the grader trains through them.")
+    for name, p in r.named_parameters():
+        if p.grad is None:
+            continue
+        g = grads.get(name) if isinstance(grads, dict) else None
+        if not isinstance(g, torch.Tensor):
+            checks.fail(f"no gradient reaches {name}. {hint}")
+        util.close(g, p.grad, f"the gradient of {name}", hint)
 
 
 @pytest.mark.points(1)
@@ -175,8 +198,9 @@ def test_cuda_matches_cpu(sub, ref):
 
 @pytest.mark.points(5)
 @pytest.mark.slow
-@pytest.mark.needs("test_a_step_matches_the_reference_on_random_weights",
-                   "test_the_model_matches_the_reference_under_teacher_forcing")
+@pytest.mark.needs("test_a_step_matches_the_reference_on_random_weights", "test_gradients_reach_the_attention_parameters",
+                   "test_the_model_matches_the_reference_under_teacher_forcing",
+                   "test_gradients_through_the_model_match_the_reference")
 @pytest.mark.timeout(900)  # about 25 s on 2 idle cores; generous for busy machines
 def test_trained_by_the_grader_it_translates_length_30_sentences(sub, ref, progress):
     cfg = train.graded()

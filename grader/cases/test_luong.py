@@ -19,7 +19,7 @@ def attend(sub, enc, q, mask):
     return checks.tensor(out[0], "context", (B, H)), checks.tensor(out[1], "alpha", (B, T))
 
 
-@pytest.mark.points(4)  # with the device case's point: values on meta cannot be checked
+@pytest.mark.points(3)  # with the device case's point: values on meta cannot be checked
 def test_it_matches_the_reference_and_scales_by_sqrt_d(sub, ref):
     s = util.MAIN
     enc, q = torch.randn(s.B, s.T, s.H) * 2, torch.randn(s.B, s.H) * 2
@@ -39,6 +39,27 @@ def test_it_matches_the_reference_and_scales_by_sqrt_d(sub, ref):
     rc, ra = r(enc, q, mask)
     util.close(alpha, ra, "alpha", "Score each encoder state by its dot product with the decoder state, / sqrt(d), softmax over positions.")
     util.close(context, rc, "context", "The context is the alpha-weighted sum of the encoder states.")
+
+
+@pytest.mark.points(1)
+def test_gradients_flow_to_the_encoder_states_and_the_query_as_in_the_reference(sub, ref):
+    s = util.MAIN
+    n = util.lengths(s)
+    mask = util.mask_for(n, s.T)
+    enc, q = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
+    context, alpha = attend(sub, enc, q, mask)
+    right_values(context, alpha, *ref.luong.LuongDotAttention()(enc, q, mask), MATCHES)  # paid only when right
+    m = util.build(sub, "LuongDotAttention")
+    grads = checks.call(m.input_grads, enc, q, mask, wrt=[0, 1], what="backward through LuongDotAttention.forward")
+    e, k = enc.clone().requires_grad_(True), q.clone().requires_grad_(True)
+    ref.luong.LuongDotAttention()(e, k, mask)[0].square().sum().backward()  # the same loss through the reference
+    hint = ("Keep the scores, the weights and the context in the graph (no .detach(), .item(), torch.no_grad() or "
+            "new tensors built from their values): the grader trains through them.")
+    for name, got, want in (("the encoder states", grads[0] if isinstance(grads, list) else None, e.grad),
+                            ("the query", grads[1] if isinstance(grads, list) and len(grads) > 1 else None, k.grad)):
+        if not isinstance(got, torch.Tensor):
+            checks.fail(f"no gradient reaches {name}. {hint}")
+        util.close(got, want, f"the gradient with respect to {name}", hint)
 
 
 @pytest.mark.points(2)
@@ -101,7 +122,8 @@ def test_cuda_matches_cpu(sub, ref):
 
 @pytest.mark.points(5)
 @pytest.mark.slow
-@pytest.mark.needs("test_it_matches_the_reference_and_scales_by_sqrt_d", "test_pads_get_exactly_zero_weight")
+@pytest.mark.needs("test_it_matches_the_reference_and_scales_by_sqrt_d", "test_pads_get_exactly_zero_weight",
+                   "test_gradients_flow_to_the_encoder_states_and_the_query_as_in_the_reference")
 @pytest.mark.timeout(900)  # about 25 s on 2 idle cores; generous for busy machines
 @pytest.mark.title("trained by the grader, Luong's model with it translates length-30 sentences")
 def test_trained_by_the_grader_luongs_model_with_it_translates_length_30_sentences(sub, ref, progress):

@@ -410,6 +410,11 @@ class Handle:
         self.sub.run({"cmd": "to", "name": self.name, "device": device})
         return self
 
+    def input_grads(self, *args, wrt: list[int]) -> list:
+        """Call the module on `args` and return the gradients of its first output's sum of squares with respect
+        to the arguments at the indices `wrt` (None where none reached one)."""
+        return self.sub.run({"cmd": "input_grads", "target": self.name, "method": None, "wrt": list(wrt)}, args, {})
+
     def grads(self, prefix: str = "") -> dict:
         return self.sub.run({"cmd": "grads", "name": self.name, "prefix": prefix})
 

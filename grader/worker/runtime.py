@@ -153,6 +153,15 @@ class Worker:
             value = self.resolve(req["name"])
             value.square().sum().backward()
             return None
+        if cmd == "input_grads":  # d(sum of squares of the first output)/d(the inputs named by index)
+            fn = self.target(req)
+            args, kwargs = self.args(req)
+            for i in req["wrt"]:
+                args[i] = args[i].detach().requires_grad_(True)
+            out = fn(*args, **kwargs)
+            first = out[0] if isinstance(out, (tuple, list)) else out
+            first.square().sum().backward()
+            return [args[i].grad for i in req["wrt"]]
         if cmd == "grads":
             prefix = req.get("prefix", "")
             return {n: p.grad for n, p in self.resolve(req["name"]).named_parameters() if n.startswith(prefix)}

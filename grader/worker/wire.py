@@ -155,7 +155,7 @@ MAX_NODES = 100_000  # values one answer may rebuild: shared references cannot u
 
 def decode(obj: object, refs=None, depth: int = 0, budget: list[int] | None = None) -> object:
     """Rebuild a value from its plain-data form, checking every tag; anything malformed raises WireError."""
-    budget = budget if budget is not None else [MAX_NODES]
+    budget = budget if budget is not None else [MAX_NODES, MAX_FRAME]  # values, and bytes of tensor data rebuilt
     budget[0] -= 1
     if budget[0] < 0:
         raise WireError("an answer with too many values")
@@ -167,7 +167,7 @@ def decode(obj: object, refs=None, depth: int = 0, budget: list[int] | None = No
         raise WireError(f"an untagged {type(obj).__name__}")
     kind = obj.get("__kind__")
     if kind == "tensor":
-        return _tensor(obj)
+        return _tensor(obj, budget)
     if kind in ("tuple", "list"):
         items = obj.get("items")
         if type(items) is not list:
@@ -196,7 +196,7 @@ _DTYPES = {name: getattr(torch, name) for name in (
     "float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool", "complex64")}
 
 
-def _tensor(obj: dict) -> torch.Tensor:
+def _tensor(obj: dict, budget: list[int]) -> torch.Tensor:
     shape, dtype, device, data = obj.get("shape"), obj.get("dtype"), obj.get("device"), obj.get("data")
     if type(shape) is not list or not all(type(n) is int and 0 <= n for n in shape) or len(shape) > 8:
         raise WireError("a tensor with a malformed shape")
@@ -211,7 +211,18 @@ def _tensor(obj: dict) -> torch.Tensor:
         raise WireError("a tensor whose data does not match its shape")
     if data.layout is not torch.strided or data.is_quantized or data.is_nested:  # sparse, quantized, nested
         raise WireError("a tensor that is not a plain dense one (sparse, quantized or nested)")
-    data = data.detach().clone()  # a fresh plain tensor: nothing of what was unpickled stays attached
+    # encode sends each tensor contiguous, in a storage of its own size: anything else (a stride-0 view of one
+    # element, many views of one storage) would make the clone below far larger than the frame that carried it
+    size = numel * data.element_size()
+    if not data.is_contiguous() or data.untyped_storage().nbytes() < data.storage_offset() * data.element_size() + size:
+        raise WireError("a tensor whose data is not laid out as sent (a view or an expanded tensor)")
+    budget[1] -= size
+    if budget[1] < 0:
+        raise WireError(f"an answer whose tensors hold over {MAX_FRAME} bytes")
+    try:
+        data = data.detach().clone()  # a fresh plain tensor: nothing of what was unpickled stays attached
+    except (MemoryError, RuntimeError) as e:
+        raise WireError(f"a tensor that could not be rebuilt ({type(e).__name__})") from None
     if device != "cpu":
         data.far_device = device  # type: ignore[attr-defined]  # where the worker held it (cuda)
     return data

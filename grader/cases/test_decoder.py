@@ -82,8 +82,15 @@ def test_a_step_handles_edge_sizes(sub, ref, s):
     check_step(m, r, step_inputs(s), s)
 
 
+GRADS = "gradients reach the attention parameters"
+
+
 @pytest.mark.points(2)
 def test_gradients_reach_the_attention_parameters(sub, ref):
+    check_step_grads(sub, ref)
+
+
+def check_step_grads(sub, ref) -> None:
     s = util.MAIN
     m, r = decoder_pair(sub, ref, s)
     inputs = step_inputs(s)
@@ -138,7 +145,9 @@ def test_gradients_through_the_model_match_the_reference(sub, ref):
     logits = run_model(m, src, mask, tgt, s)[0]
     rl = r(src, mask, tgt)[0]
     if not checks.is_close(logits, rl):  # the property is paid only when the values are right
-        checks.fail("the model's logits differ from the reference. " + util.see(FORCED))
+        checks.fail("the model's logits differ from the reference. " + util.see(STEP if not step_right(sub, ref) else FORCED))
+    if not util.right_elsewhere(lambda: check_step_grads(sub, ref)):
+        checks.fail("a single step's gradients already differ from the reference. " + util.see(GRADS))
     checks.call(m.call, "forward", src, mask, tgt, keep="out", what="Seq2SeqAttn.forward")
     checks.call(sub.backward, "out#0", what="backward through Seq2SeqAttn.forward")
     grads = checks.call(m.grads, "", what="reading the gradients")

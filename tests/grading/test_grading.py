@@ -2,18 +2,20 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from conftest import REFERENCE, grade_dict, scores
 from grader import ROOT
 from grader.cli import cli
 from grader.pieces import PIECES
 from grader.sandbox import Limits
 
+from helpers import REFERENCE, grade_dict, scores
+
 FULL = Limits(case_timeout=300, piece_timeout=1500, memory_gb=6, quick=False)
-LESSON = ROOT / "tests" / "lesson_listing"
+LESSON = Path(__file__).parent / "lesson_listing"
 
 
 def test_the_reference_scores_full_marks_training_included(lab):

@@ -7,7 +7,6 @@ import base64
 import json
 import os
 import shutil
-import stat
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -15,17 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from grader import ROOT, notebook
+from grader import notebook
 from grader.release import student
+
+from helpers import REFERENCE
+
+from .classroom import run_grading_step
 
 nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
-yaml = pytest.importorskip("yaml")
+pytest.importorskip("yaml")  # the workflow is YAML
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the venv's layout (bin/) and the workflow's bash are POSIX")
-
-REFERENCE = ROOT / "reference"
-WORKFLOW = ROOT / ".github" / "workflows" / "classroom.yml"
 
 
 @dataclass
@@ -144,20 +144,10 @@ def test_the_filled_notebook_runs_in_a_kernel_of_the_release_and_check_grades_fr
 def classroom_step(installed: Installed, home: Path, pieces: list[str]) -> tuple[subprocess.CompletedProcess, dict]:
     """The workflow's grading step, as written in classroom.yml, in `home` (which holds exercises/), `grade` being the
     venv's with these pieces selected; returns the run and the payload it hands the reporter."""
-    steps = yaml.safe_load(WORKFLOW.read_text())["jobs"]["run-autograding-tests"]["steps"]
-    step = next(s for s in steps if s.get("id") == "attentionlab")
-    shim = home / "bin" / "grade"
-    shim.parent.mkdir()
-    shim.write_text(f"#!/usr/bin/env bash\nexec {installed.bin('grade')} {' '.join(pieces)} \"$@\"\n")
-    shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
-    output = home / "github_output"
-    output.write_text("")
-    env = installed.env(installed.key, RUNNER_TEMP=str(home), GITHUB_OUTPUT=str(output))
-    env["PATH"] = f"{shim.parent}{os.pathsep}{env['PATH']}"
-    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=home, env=env,
-                          capture_output=True, text=True, timeout=600)
+    done, output = run_grading_step(home, home, f"{installed.bin('grade')} {' '.join(pieces)}", installed.env(installed.key),
+                                    timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    return done, json.loads(base64.b64decode(output.read_text().strip().removeprefix("result=")))
+    return done, json.loads(base64.b64decode(output.strip().removeprefix("result=")))
 
 
 def test_classroom_grades_code_in_the_notebook_exactly_as_the_same_code_in_the_py_files(installed):

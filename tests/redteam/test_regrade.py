@@ -8,7 +8,6 @@ full marks; nothing is written outside the gradebook and its reports.
 from __future__ import annotations
 
 import csv
-import json
 import os
 import shutil
 import time
@@ -16,15 +15,15 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import QUICK, REFERENCE, make_submission
 
-from grader import ROOT, intake
+from grader import intake
 from grader import batch as batch_verb
 from grader.pieces import PIECES
 
-EXERCISES = ROOT / "exercises"
-MANIFEST = json.loads((ROOT / "grader" / "cases" / "manifest.json").read_text())
-FULL = {p: sum(c["points"] for c in cases if not c["slow"]) for p, cases in MANIFEST.items()}  # quick maximum
+from helpers import QUICK, REFERENCE, make_submission
+
+from .harness import EXERCISES, FULL, MANIFEST
+
 PIECE = "context"  # one quick piece keeps each batch to seconds
 
 

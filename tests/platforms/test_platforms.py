@@ -15,7 +15,7 @@ from grader.check import main as check_main
 from grader.report import GRADER_ERROR
 from grader.worker import jail
 
-from conftest import QUICK, REFERENCE, grade_dict
+from helpers import QUICK, REFERENCE, grade_dict
 
 STANDIN = Path(__file__).parent / "standins" / "attnlab_nofork.py"
 

@@ -1,17 +1,17 @@
-"""The fault suite: broken and hostile submissions cost their own piece, never another, never inflate."""
+"""The fault suite: broken and hostile submissions cost their own piece, never another, never inflate.
+
+The hostile ones that target the jail, the judge or the report (signals, patched torch, printed workflow
+commands) are in the red-team suite, tests/redteam/."""
 from __future__ import annotations
 
 import pytest
 
-from conftest import grade_dict, scores
 from grader.sandbox import Limits
+
+from helpers import at_import, grade_dict, scores
 
 FWD = "    def forward(self, src: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:\n"
 BODY = '        """Encode a batch of padded source sentences.'
-
-
-def at_import(code: str) -> list[tuple[str, str]]:
-    return [("import torch.nn as nn\n", f"import torch.nn as nn\n{code}\n")]
 
 
 def in_forward(code: str) -> list[tuple[str, str]]:
@@ -53,34 +53,3 @@ def test_a_fault_costs_its_own_piece_and_names_the_cause(lab, fault):
     assert got["context"][0] == got["context"][1], f"{fault}: context lost points"
     messages = {c["message"] for c in report["pieces"][0]["cases"] if not c["skipped"]}
     assert any(cause in m for m in messages), f"{fault}: no message names {cause!r}: {messages}"
-
-
-def test_printed_workflow_commands_reach_the_report_only_escaped(lab):
-    loud = "print('::error::fake'); print('Autograding report'); print('Points 66/66')"
-    sub = lab(edits={"context": [("    ### BEGIN SOLUTION\n    return", f"    ### BEGIN SOLUTION\n    {loud}\n    return")]})
-    from click.testing import CliRunner
-
-    from grader.cli import cli
-
-    result = CliRunner().invoke(cli, ["context", "--submission", str(sub), "--quick"])
-    assert result.exit_code == 0, result.output  # printing is not wrong: the piece keeps its points
-    lines = result.output.splitlines()
-    assert not any(ln.startswith("::") or ln.startswith("Points") or ln.startswith("Autograding") for ln in lines)
-    assert any(": :error: :fake" in ln for ln in lines)
-
-
-def test_another_process_cannot_be_signalled(lab):
-    sub = lab(edits={"encoder": at_import("import os, signal; os.kill(os.getppid(), signal.SIGTERM)")})
-    report = grade_dict(sub, ["encoder"])
-    messages = {c["message"] for c in report["pieces"][0]["cases"]}
-    assert any("PermissionError" in m and "not permitted" in m for m in messages), messages
-
-
-def test_patching_torch_in_the_worker_changes_no_verdict(lab):
-    patch = ("import torch, torch.testing\ntorch.testing.assert_close = lambda *a, **k: None\n"
-             "torch.allclose = lambda *a, **k: True\ntorch.equal = lambda *a, **k: True")
-    honest = grade_dict(lab(edits={"encoder": at_import(patch)}), ["encoder"])
-    assert scores(honest)["encoder"][0] == scores(honest)["encoder"][1]  # the judge's torch is not the worker's
-    wrong = lab(edits={"encoder": at_import(patch) + [("return outputs, (h, c)", "return outputs * 0, (h, c)")]})
-    got = scores(grade_dict(wrong, ["encoder"]))["encoder"]
-    assert got[0] < got[1]

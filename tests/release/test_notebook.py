@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import QUICK, grade_dict, scores
 from grader import notebook
 from grader.notebook import NOTEBOOK, NotebookError
 from grader.pieces import PIECES
+
+from helpers import QUICK, grade_dict, scores
 
 nbformat = pytest.importorskip("nbformat")
 

@@ -6,8 +6,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from conftest import REFERENCE
 from grader.cli import cli
+
+from helpers import REFERENCE
 
 
 def run(*args: str):

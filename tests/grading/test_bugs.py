@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import grade_dict, make_submission, scores
 from grader.pieces import PIECES
 from grader.report import title
+
+from helpers import grade_dict, make_submission, scores
 
 ADD_MASK = 'scores = scores.masked_fill(~src_mask, float("-inf"))\n        alpha = torch.softmax(scores, dim=-1)  # (B, T_src)\n        return attention_context'
 

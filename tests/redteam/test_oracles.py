@@ -1,24 +1,21 @@
-"""Red team, round two: points paid for a check that sees no values, and hints or reports that say too much.
+"""Oracles and hints: points paid for a check that sees no values (the meta device) or for wrong values of
+the right shape, a greedy decode that has the judge decode, and hints that say too much about the answer.
 
-Each hostile file is the reference (or a known bug) with code added, graded with the harness of
-test_redteam: it must earn no more than honest code with the same visible behaviour, leave the judge
-and its neighbours whole, and leak no hidden line.
+Each hostile file is the reference (or a known bug) with code added: it must earn no more than honest code
+with the same visible behaviour, leave the judge and its neighbours whole, and leak no hidden line.
 """
 from __future__ import annotations
 
-import json
 import re
-import xml.etree.ElementTree as ET
 
 import pytest
 import torch
-from click.testing import CliRunner
 
-from conftest import REFERENCE
 from grader import checks
-from grader.cli import cli
-from test_redteam import (CONTEXT_SOLUTION, FULL, LOOSE, MANIFEST, ZEROS, arena, full_marks, hostile,  # noqa: F401
-                          judge, only_wrong_values)
+
+from helpers import REFERENCE
+
+from .harness import CONTEXT_SOLUTION, FULL, MANIFEST, ZEROS, full_marks, hostile, judge, only_wrong_values
 
 DEVICE_CASE = "test_tensors_follow_the_input_device"
 ADDITIVE_MASK = 'scores = scores.masked_fill(~src_mask, float("-inf"))'
@@ -30,8 +27,6 @@ META_SPECIAL_CASE = '''
                     torch.empty(encoder_outputs.shape[:2], device="meta"))
 '''
 
-
-# ---- item 3: the meta device case sees no values, so it pays no points ----
 
 def test_every_meta_device_case_is_a_point_free_hint_and_the_total_stays_73():
     device = {p: c["points"] for p, cases in MANIFEST.items() for c in cases if c["case"] == DEVICE_CASE}
@@ -64,7 +59,35 @@ def test_an_answer_on_meta_in_a_value_case_scores_nothing_and_is_told_why(lab, a
     arena.assert_unharmed(g.everything)
 
 
-# ---- item 8: how wrong, never what is right ----
+def test_a_constant_context_earns_no_no_loop_points(lab, arena):
+    src = hostile("context", arena, edits=((CONTEXT_SOLUTION, "    _payload()\n" + ZEROS),))
+    g = judge(lab(files={"context": src}), ["context", "luong"])
+    assert g.score("context") == 0
+    only_wrong_values(g, "context")
+    assert "test_it_runs_no_python_loop_over_positions" in g.messages("context")
+    full_marks(g, "luong")
+    arena.assert_unharmed(g.everything)
+
+
+def test_a_decoder_with_the_right_shapes_and_wrong_values_scores_nothing(lab, arena):
+    wrong = (("        return logits, (h, c), alpha\n",
+              "        _payload()\n"
+              "        return logits * 0, (h * 0, c * 0), torch.full_like(alpha, 1.0 / alpha.size(-1))\n"),)
+    g = judge(lab(files={"decoder": hostile("decoder", arena, edits=wrong)}), ["decoder", "encoder"])
+    assert g.score("decoder") == 0, g.messages("decoder")
+    full_marks(g, "encoder")
+    arena.assert_unharmed(g.everything)
+
+
+def test_a_constant_additive_attention_earns_no_pad_noise_points(lab, arena):
+    zeros = "        _payload()\n        return encoder_outputs.new_zeros(encoder_outputs.shape[::2]), " \
+            "encoder_outputs.new_zeros(encoder_outputs.shape[:2])\n"
+    ref = (REFERENCE / "additive.py").read_text()
+    body = ref[ref.index("        ### BEGIN SOLUTION"):ref.index("        ### END SOLUTION")]
+    g = judge(lab(files={"additive": hostile("additive", arena, edits=((body, zeros),))}), ["additive"])
+    arena.assert_unharmed(g.everything)
+    assert g.score("additive") == 0, g.messages("additive")
+
 
 def test_a_failed_comparison_says_an_order_of_magnitude_never_the_error():
     expected = torch.tensor([[9.96, -0.325]])
@@ -96,48 +119,6 @@ def test_a_wrong_context_learns_nothing_numeric_about_the_answer(lab, arena, off
         assert not numbers(m), f"{name}: {m}"
     arena.assert_unharmed(g.everything)
 
-
-SURROGATE = "    raise ValueError('lone \\ud800 surrogate, \\u202e bidi, \\x9b31m csi')\n"
-
-
-def test_a_lone_surrogate_in_an_exception_leaves_every_format_readable(lab, arena, tmp_path):
-    sub = lab(files={"context": hostile("context", arena, edits=((CONTEXT_SOLUTION, "    _payload()\n" + SURROGATE),))})
-    for fmt in ("junit", "json", "gradescope", "classroom", "text"):
-        out = tmp_path / f"report.{fmt}"
-        # context has no training case: a full run is as quick, and Classroom takes only full runs
-        result = CliRunner().invoke(cli, ["context", "--submission", str(sub), "--format", fmt, "--out",
-                                          str(out), "--case-timeout", "5", "--memory-gb", "4"])
-        assert result.exit_code == 1, result.output + repr(result.exception)
-        text = out.read_text(encoding="utf-8")  # strict: a surrogate here failed the write and left the file empty
-        assert text.strip() and "\u202e" not in text and "\x9b" not in text
-        if fmt == "junit":
-            assert "surrogate" in ET.fromstring(text.encode("utf-8")).find(".//failure").get("message")
-        elif fmt in ("json", "gradescope"):
-            assert "surrogate" in json.dumps(json.loads(text), ensure_ascii=False)
-        assert "Total: 0/" in result.output or fmt == "text"
-    arena.assert_unharmed(result.output)
-
-
-SPARSE = {
-    "COO": "torch.bmm(alpha.unsqueeze(1), encoder_outputs).squeeze(1).to_sparse()",
-    "CSR": "torch.bmm(alpha.unsqueeze(1), encoder_outputs).squeeze(1).to_sparse_csr()",
-    "COO with indices out of range": ("torch.sparse_coo_tensor(torch.tensor([[0, alpha.size(0) + 10**6], [0, 10**6]]), "
-                                      "torch.ones(2), (alpha.size(0), encoder_outputs.size(-1)), check_invariants=False)"),
-}
-
-
-@pytest.mark.parametrize("how", list(SPARSE))
-def test_a_sparse_answer_earns_no_more_than_a_dense_wrong_one(lab, arena, how):
-    body = f"    _payload()\n    return {SPARSE[how]}\n"
-    g = judge(lab(files={"context": hostile("context", arena, edits=((CONTEXT_SOLUTION, body),))}),
-              ["context", "luong"], LOOSE)
-    assert g.score("context") == 0, g.messages("context")  # a dense wrong answer (zeros) earns 0 too
-    assert not any("grader could not run" in m for m in g.messages("context").values()), g.messages("context")
-    full_marks(g, "luong")  # the judge survived to grade the next piece
-    arena.assert_unharmed(g.everything)
-
-
-# ---- item 8: the evaluation piece's model decodes nothing for the student ----
 
 GREEDY_BODY = '''    _payload()
     B = src.size(0)

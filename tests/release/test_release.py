@@ -10,14 +10,8 @@ from pathlib import Path
 import pytest
 
 from grader import ROOT
-from grader.release import student
 
 SOLUTION_ONLY = ["torch.bmm(alpha.unsqueeze(1)", "self.v(torch.tanh(", "torch.sigmoid(keys + query)", "scores / d**0.5", "_keys_of"]
-
-
-@pytest.fixture(scope="module")
-def release(tmp_path_factory) -> tuple[Path, bytes]:
-    return student(tmp_path_factory.mktemp("rel") / "lab")
 
 
 def grade_in(rel: Path, *args: str, key: bytes | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:

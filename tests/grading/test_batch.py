@@ -8,9 +8,10 @@ import zipfile
 
 from click.testing import CliRunner
 
-from conftest import REFERENCE
 from grader import ROOT
 from grader.cli import cli
+
+from helpers import REFERENCE
 
 
 def test_a_broken_submission_becomes_a_row_and_the_batch_goes_on(tmp_path):

@@ -1,4 +1,4 @@
-"""The no-attention baseline, the plotting functions, the reference curves and `grader.plots.main`."""
+"""The plotting functions, the reference curves and `grader.plots.main`."""
 from __future__ import annotations
 
 import hashlib
@@ -7,50 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
-from grader import ROOT, artifacts, evaluate, plots, toy
-from grader.baseline import Seq2SeqBaseline
+from grader import ROOT, artifacts, plots, toy
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def _is_png(path: Path) -> bool:
     return path.is_file() and path.stat().st_size > 2000 and path.read_bytes()[:8] == PNG
-
-
-def test_the_baseline_step_returns_logits_state_and_zero_alpha_of_the_documented_shapes():
-    torch.manual_seed(0)
-    model = Seq2SeqBaseline(len(toy.SRC_ITOS), len(toy.TGT_ITOS), 32, 64)
-    batch = toy.encode(toy.read_split("valid")[3:6])  # source lengths 4, 5, 6: pads in two rows
-    outputs, (h, c) = model.encoder(batch.src)
-    assert outputs.shape == (3, 6, 64) and h.shape == c.shape == (1, 3, 64)
-    logits, (h1, c1), alpha = model.decoder.forward_step(batch.tgt[:, :1], (h[-1], c[-1]), outputs, batch.src_mask)
-    assert logits.shape == (3, len(toy.TGT_ITOS))
-    assert h1.shape == c1.shape == (3, 64)
-    assert alpha.shape == (3, 6) and not alpha.any()
-    logits, alpha = model(batch.src, batch.src_mask, batch.tgt)
-    assert logits.shape == (3, batch.tgt.size(1) - 1, len(toy.TGT_ITOS))
-    assert alpha.shape == (3, batch.tgt.size(1) - 1, 6)
-
-
-def test_the_trusted_evaluator_runs_the_baseline_unchanged():
-    model = Seq2SeqBaseline(len(toy.SRC_ITOS), len(toy.TGT_ITOS))
-    acc = evaluate.accuracy_by_length(model, toy.read_split("valid")[:45])
-    assert sorted(acc) == list(range(1, 41)) and all(0.0 <= a <= 1.0 for a in acc.values())
-
-
-def test_the_trusted_evaluator_refuses_predictions_that_count_one_guess_against_many_answers():
-    model = Seq2SeqBaseline(len(toy.SRC_ITOS), len(toy.TGT_ITOS))
-    step = model.decoder.forward_step
-
-    def broadcast(y_prev, *rest):  # (B, 1, 1, V) logits: pred.eq(gold) would compare every guess with every token
-        logits, state, alpha = step(y_prev.reshape(y_prev.size(0), 1), *rest)
-        return logits[:, None, None], state, alpha
-
-    model.decoder.forward_step = broadcast
-    with pytest.raises(ValueError, match="the predictions have the wrong shape"):
-        evaluate.accuracy_by_length(model, toy.read_split("valid")[5:6])
 
 
 def test_heatmap_and_length_curve_write_png_files(tmp_path):

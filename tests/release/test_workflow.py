@@ -4,45 +4,23 @@ from __future__ import annotations
 import base64
 import json
 import os
-import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from grader import ROOT
-from grader.release import student
+from .classroom import run_grading_step, steps
 
-yaml = pytest.importorskip("yaml")
-WORKFLOW = ROOT / ".github" / "workflows" / "classroom.yml"
-
-
-def steps() -> list[dict]:
-    return yaml.safe_load(WORKFLOW.read_text())["jobs"]["run-autograding-tests"]["steps"]
-
-
-@pytest.fixture(scope="module")
-def release(tmp_path_factory) -> tuple[Path, bytes]:
-    return student(tmp_path_factory.mktemp("rel") / "lab")
+pytest.importorskip("yaml")  # the workflow is YAML
 
 
 def run_grade_step(rel: Path, tmp: Path, key: str | None) -> tuple[subprocess.CompletedProcess, str]:
-    """The step's script under GitHub's default shell (bash -e, pipefail), `grade` being the release's own
-    (only the context piece, to keep it quick); returns the run and what it wrote to GITHUB_OUTPUT."""
-    step = next(s for s in steps() if s.get("id") == "attentionlab")
-    shim = tmp / "bin" / "grade"
-    shim.parent.mkdir(exist_ok=True)
-    shim.write_text(f"#!/usr/bin/env bash\nexec {sys.executable} -m grader context \"$@\"\n")
-    shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
-    output = tmp / "github_output"
-    output.write_text("")
+    """The step's script, `grade` being the release's own (only the context piece, to keep it quick); returns
+    the run and what it wrote to GITHUB_OUTPUT. `release` is the folder's fixture (release/conftest.py)."""
     env = {k: v for k, v in os.environ.items() if k != "ATTNLAB_SEAL_KEY"}
-    env.update(PATH=f"{shim.parent}{os.pathsep}{env['PATH']}", PYTHONPATH=str(rel), RUNNER_TEMP=str(tmp),
-               GITHUB_OUTPUT=str(output), ATTNLAB_SEAL_KEY=key or "")  # an unset secret arrives as ""
-    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=rel, env=env,
-                          capture_output=True, text=True, timeout=300)
-    return done, output.read_text()
+    env.update(PYTHONPATH=str(rel), ATTNLAB_SEAL_KEY=key or "")  # an unset secret arrives as ""
+    return run_grading_step(rel, tmp, f"{sys.executable} -m grader context", env, timeout=300)
 
 
 def test_the_reporter_reads_the_runner_the_grading_step_writes():

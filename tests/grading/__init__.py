@@ -1,0 +1,1 @@
+"""End to end grading: the CLI, the batch verb, the plugin, realistic bugs and faults."""

@@ -1,0 +1,1 @@
+"""Where users are: without fork, older Pythons, private interpreters."""

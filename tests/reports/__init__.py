@@ -1,0 +1,1 @@
+"""Reports read by other tools."""

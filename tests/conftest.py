@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-# Re-exported for test modules that still import helpers from `conftest` (tests/test_redteam_schedule.py).
-from helpers import QUICK, REFERENCE, grade_dict, make_submission, scores, shared_zygote  # noqa: F401
+from helpers import REFERENCE, make_submission
 
 
 @pytest.fixture

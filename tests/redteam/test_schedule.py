@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REFERENCE, grade_dict, make_submission, scores
+from helpers import REFERENCE, grade_dict, make_submission, scores
 from grader import batch, check
 from grader.pieces import PIECES, run_order
 from grader.sandbox import CaseResult, Limits, PieceRun

@@ -23,12 +23,15 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from grader import evaluate, toy, train  # noqa: E402
-from grader.check import grade, stage  # noqa: E402
+from grader.lab import train  # noqa: E402
+from grader.lab import evaluate
+from grader.lab import toy
+from grader.runner.schedule import grade  # noqa: E402
+from grader.runner.stage import stage  # noqa: E402
 from grader.pieces import PIECES  # noqa: E402
-from grader.report import as_dict  # noqa: E402
-from grader.sandbox import Limits  # noqa: E402
-from grader.submission import load_reference  # noqa: E402
+from grader.runner.report import as_dict  # noqa: E402
+from grader.runner.results import Limits  # noqa: E402
+from grader.judge.reference_code import load_reference  # noqa: E402
 
 LENGTHS = (1, 5, 10, 15, 20, 30, 40)
 
@@ -70,8 +73,8 @@ def calibration(repeats: int = 50) -> dict:
 def models() -> dict[str, tuple[torch.nn.Module, train.TrainConfig]]:
     """Each model of the comparison, freshly seeded, with the training schedule it gets."""
     ref = load_reference(ROOT / "reference")
-    from grader.baseline import Seq2SeqBaseline
-    from grader.luong_model import Seq2SeqLuong
+    from grader.lab.baseline import Seq2SeqBaseline
+    from grader.lab.luong_model import Seq2SeqLuong
 
     cfg = train.TrainConfig()
     sizes = (len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim)
@@ -109,7 +112,7 @@ def curves() -> tuple[dict, dict]:
 
 def graded_training() -> dict:
     """The graded training cases' schedule in-process, seed 0, from their warm starts (the cases add decoding)."""
-    from grader import artifacts
+    from grader.lab import artifacts
 
     cfg = train.graded()
     out = {}
@@ -208,7 +211,7 @@ def grading(repeats: int) -> dict:
 def worker_start(n: int = 30) -> dict:
     """What the jail costs a piece: a jailed worker forked, confined and loaded with a piece, then closed."""
     from grader.judge.remote import Output, Slot, Submission, WorkerServer, student_sources
-    from grader.submission import ORDER
+    from grader.judge.reference_code import ORDER
 
     server = WorkerServer()
     sources = student_sources(ROOT / "reference", ROOT / "reference", "decoder", ORDER)
@@ -230,7 +233,7 @@ def worker_start(n: int = 30) -> dict:
 
 def batch_rate(n: int = 12) -> float:
     """Submissions per minute for `grade batch --quick` over n submissions (half reference, half stubs)."""
-    from grader import batch
+    from grader.verbs import batch
 
     with tempfile.TemporaryDirectory() as tmp:
         subs = []

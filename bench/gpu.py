@@ -26,10 +26,12 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench import calibration, models  # noqa: E402  (bench/bench.py, beside this file)
-from grader import toy, train  # noqa: E402
-from grader.check import grade, stage  # noqa: E402
-from grader.report import as_dict  # noqa: E402
-from grader.sandbox import Limits  # noqa: E402
+from grader.lab import train  # noqa: E402
+from grader.lab import toy
+from grader.runner.schedule import grade  # noqa: E402
+from grader.runner.stage import stage  # noqa: E402
+from grader.runner.report import as_dict  # noqa: E402
+from grader.runner.results import Limits  # noqa: E402
 
 CUDA_CASE = "test_cuda_matches_cpu"
 DEVICE_BUG = ('scores = scores.masked_fill(~src_mask, float("-inf"))',

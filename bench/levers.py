@@ -53,8 +53,11 @@ def one(name: str) -> dict:
     import torch
 
     sys.path.insert(0, str(ROOT))
-    from grader import artifacts, evaluate, toy, train
-    from grader.submission import load_reference
+    from grader.lab import artifacts
+    from grader.lab import evaluate
+    from grader.lab import toy
+    from grader.lab import train
+    from grader.judge.reference_code import load_reference
 
     _, over, prefixes = LEVERS[name]
     # the warm-started levers vary the graded schedule; the others the full one

@@ -1,3 +1,3 @@
-from .cli import cli
+from grader.cli import cli
 
 cli(prog_name="grade")

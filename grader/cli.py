@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from .pieces import MODULES, PIECES
-from .sandbox import Limits
+from grader.pieces import MODULES, PIECES
+from grader.runner.results import Limits
 
 
 class LabGroup(click.Group):
@@ -22,7 +22,7 @@ class LabGroup(click.Group):
 @click.group(cls=LabGroup)
 def cli() -> None:
     """Grade the attention lab. `grade` alone grades ./exercises; `grade encoder luong` grades two pieces."""
-    from . import layout
+    from grader.runner import layout
 
     layout.harden()
     layout.take_key()  # out of the environment before any child process starts
@@ -31,7 +31,7 @@ def cli() -> None:
 def _seal_key(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     if value is None:
         return
-    from . import layout
+    from grader.runner import layout
 
     try:
         data = sys.stdin.buffer.read() if value == "-" else Path(value).read_bytes()
@@ -47,11 +47,11 @@ def _submission(path: Path, scratch: Path) -> Path:
     untouched stub; then the notebook's cell for the piece is (notebook.combine). Working only in the
     notebook thus earns the same grade, in Classroom too, as editing the files; stderr says which was graded.
     """
-    from .notebook import NOTEBOOK, NotebookError
+    from grader.lesson.notebook import NOTEBOOK, NotebookError
 
     given = path
     if path.suffix == ".ipynb" and path.is_file():
-        from .notebook import extract
+        from grader.lesson.notebook import extract
 
         try:
             return extract(path, scratch / "notebook").resolve()
@@ -62,7 +62,7 @@ def _submission(path: Path, scratch: Path) -> Path:
     if not path.is_dir():
         raise click.BadParameter(f"{path} is a file; pass the folder laid out like exercises/", param_hint="--submission")
     if (path / NOTEBOOK.name).is_file():
-        from .notebook import combine, describe
+        from grader.lesson.notebook import combine, describe
 
         try:
             path, files = combine(path, scratch / "combined")
@@ -111,7 +111,7 @@ def check(pieces: tuple[str, ...], submission: Path, fmt: str, out: Path | None,
     """Grade PIECES (default: all) of a submission folder or notebook (`grade lesson.ipynb` works too)."""
     import tempfile
 
-    from . import check as verb
+    from grader.verbs import grade as verb
 
     notebooks = [p for p in pieces if p.endswith(".ipynb")]
     if len(notebooks) > 1:
@@ -127,7 +127,7 @@ def check(pieces: tuple[str, ...], submission: Path, fmt: str, out: Path | None,
     if quick and fmt == "classroom":
         raise click.UsageError("--quick cannot go with --format classroom: a quick run leaves out the training cases "
                                "and is not a grade; the Classroom workflow grades in full")
-    from .layout import SealError, current
+    from grader.runner.layout import SealError, current
 
     try:
         current()
@@ -155,8 +155,8 @@ def batch(submissions: tuple[Path, ...], out: Path, reports: Path | None, jobs: 
     folder of them, as `gh classroom clone student-repos` writes. Links in a submission are never followed."""
     import os
 
-    from . import batch as verb
-    from .check import resolve_seed
+    from grader.verbs import batch as verb
+    from grader.verbs.grade import resolve_seed
 
     missing = [str(p) for p in submissions if not os.path.lexists(p)]  # a dangling link is a student's error row
     if missing:
@@ -169,7 +169,7 @@ def batch(submissions: tuple[Path, ...], out: Path, reports: Path | None, jobs: 
 
 def instructor_only(what: str) -> None:
     """A one-line usage error where the command needs the reference, which a student release leaves out."""
-    from . import ROOT
+    from grader import ROOT
 
     if not (ROOT / "reference").is_dir():
         raise click.UsageError(f"`grade {what}` is an instructor command: it needs reference/, which this student "
@@ -188,7 +188,7 @@ def release() -> None:
               help="Reuse the sealing key in this file (default: make a new one and write it beside OUT).")
 def release_student(out: Path, key_file: Path | None) -> None:
     """Stubs, notebook, grader, data and workflow, with the reference and hidden cases sealed."""
-    from . import release as verb
+    from grader.verbs import release as verb
 
     key = key_file.read_bytes().strip() if key_file else None
     try:
@@ -207,7 +207,7 @@ def release_student(out: Path, key_file: Path | None) -> None:
 @click.argument("out", type=click.Path(path_type=Path))
 def release_gradescope(out: Path) -> None:
     """The Gradescope autograder zip: setup.sh, run_autograder, the grader with the reference and hidden cases."""
-    from . import gradescope as verb
+    from grader.verbs import gradescope as verb
 
     path = verb.build(out)
     click.echo(f"wrote {path} ({path.stat().st_size // 1024} KB). Upload it as the assignment's autograder "
@@ -219,7 +219,7 @@ def release_gradescope(out: Path) -> None:
 @click.option("--no-execute", is_flag=True, help="Write the solution notebook without running it.")
 def release_solutions(out: Path, no_execute: bool) -> None:
     """The reference code and the solution notebook, executed, with its plots."""
-    from . import release as verb
+    from grader.verbs import release as verb
 
     try:
         click.echo(f"wrote the solutions to {verb.solutions(out, execute=not no_execute)}")
@@ -231,9 +231,9 @@ def release_solutions(out: Path, no_execute: bool) -> None:
 def stubs() -> None:
     """Regenerate exercises/ from reference/ (solution blocks become NotImplementedError)."""
     instructor_only("stubs")
-    from . import stubs as verb
+    from grader.lesson import notebook, stubs as verb
 
-    for path in verb.main():
+    for path in [*verb.main(), notebook.write()]:
         click.echo(f"wrote {path}")
 
 
@@ -241,7 +241,7 @@ def stubs() -> None:
 def manifest() -> None:
     """Recollect the hidden cases into grader/cases/manifest.json."""
     instructor_only("manifest")
-    from . import manifest as verb
+    from grader.runner import manifest as verb
 
     data = verb.write()
     click.echo(f"{sum(map(len, data.values()))} cases, {sum(c['points'] for v in data.values() for c in v)} points")
@@ -251,8 +251,9 @@ def manifest() -> None:
 def artifacts() -> None:
     """Retrain the small models the cases need (grader/artifacts) from their fixed seeds."""
     instructor_only("artifacts")
-    from . import ROOT, artifacts as verb
-    from .submission import load_reference
+    from grader import ROOT
+    from grader.lab import artifacts as verb
+    from grader.judge.reference_code import load_reference
 
     for name, digest in verb.build(load_reference(ROOT / "reference")).items():
         click.echo(f"{name}: sha256 {digest}")
@@ -261,7 +262,7 @@ def artifacts() -> None:
 @cli.command()
 def data() -> None:
     """Regenerate the toy task's splits from the seeded generator and print their checksums."""
-    from . import toy
+    from grader.lab import toy
 
     for split, digest in toy.write_splits().items():
         click.echo(f"{split}: sha256 {digest}")

@@ -10,10 +10,12 @@ import tempfile
 from pathlib import Path
 
 from grader import ROOT
-from grader.check import grade, stage
+from grader.runner.schedule import grade
+from grader.runner.stage import stage
 from grader.pieces import MODULES
-from grader.report import as_dict
-from grader.sandbox import Limits, Zygote
+from grader.runner.report import as_dict
+from grader.runner.launch import Zygote
+from grader.runner.results import Limits
 
 REFERENCE = ROOT / "reference"
 EXERCISES = ROOT / "exercises"

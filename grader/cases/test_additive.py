@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader import checks
+from grader.judge import verdicts
 from . import util
 
 pytestmark = pytest.mark.piece("additive")
@@ -17,27 +17,27 @@ POLARITY = ("src_mask is True at real tokens; masked_fill fills where its mask i
 def pair_of(sub, ref, H: int):
     r = ref.additive.BahdanauAttention(H)
     m = util.build(sub, "BahdanauAttention", H)
-    checks.copy_weights(m, r, "BahdanauAttention")
+    verdicts.copy_weights(m, r, "BahdanauAttention")
     return m, r
 
 
 def attend(m, enc, s_prev, mask, B: int, T: int, H: int):
-    out = checks.pair(checks.call(m, enc, s_prev, mask, what="BahdanauAttention.forward"), "forward's result (context, alpha)")
-    context = checks.tensor(out[0], "context", (B, H))
-    alpha = checks.tensor(out[1], "alpha", (B, T))
+    out = verdicts.pair(verdicts.call(m, enc, s_prev, mask, what="BahdanauAttention.forward"), "forward's result (context, alpha)")
+    context = verdicts.tensor(out[0], "context", (B, H))
+    alpha = verdicts.tensor(out[1], "alpha", (B, T))
     return context, alpha
 
 
 def check_alpha(alpha, mask):
     if alpha.isnan().any():
-        checks.fail("alpha contains NaN: a softmax over a row whose every score is -inf gives NaN. " + POLARITY)
+        verdicts.fail("alpha contains NaN: a softmax over a row whose every score is -inf gives NaN. " + POLARITY)
     pads = alpha.masked_select(~mask)
     if pads.numel() and pads.abs().max() > 0:
         if alpha.masked_select(mask).abs().max() == 0:
-            checks.fail("alpha puts all its weight on pads and none on real tokens. " + POLARITY)
-        checks.fail("alpha is not exactly 0 at pad positions: set their scores to -inf before the softmax.")
-    if not checks.is_close(alpha.sum(-1), torch.ones(alpha.size(0))):
-        checks.fail("the rows of alpha do not sum to 1: take the softmax over the source positions (the last dimension).")
+            verdicts.fail("alpha puts all its weight on pads and none on real tokens. " + POLARITY)
+        verdicts.fail("alpha is not exactly 0 at pad positions: set their scores to -inf before the softmax.")
+    if not verdicts.is_close(alpha.sum(-1), torch.ones(alpha.size(0))):
+        verdicts.fail("the rows of alpha do not sum to 1: take the softmax over the source positions (the last dimension).")
 
 
 def right_values(context, alpha, ref_context, ref_alpha, case: str = MATCHES) -> None:
@@ -66,13 +66,13 @@ def test_the_lessons_worked_example(sub, ref):
         r.Wh.weight.copy_(torch.eye(2))
         r.Ws.weight.copy_(torch.eye(2))
         r.v.weight.copy_(torch.ones(1, 2))
-    checks.copy_weights(m, r, "BahdanauAttention")
+    verdicts.copy_weights(m, r, "BahdanauAttention")
     enc = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])  # h1, h2, h3
     s_prev = torch.tensor([[0.5, 0.5]])
     context, alpha = attend(m, enc, s_prev, None, 1, 3, 2)
     rc, ra = r(enc, s_prev)
-    if not checks.is_close(alpha.sum(-1), torch.ones(1)):
-        checks.fail("the weights of alpha do not sum to 1: take the softmax over the source positions (the last dimension).")
+    if not verdicts.is_close(alpha.sum(-1), torch.ones(1)):
+        verdicts.fail("the weights of alpha do not sum to 1: take the softmax over the source positions (the last dimension).")
     util.close(alpha, ra, "alpha in the lesson's worked example",
                "Score each h_i with v^T tanh(W_h h_i + W_s s), then softmax over i.", atol=1e-3)
     util.close(context, rc, "context in the lesson's worked example",
@@ -89,10 +89,10 @@ def test_it_matches_the_reference_on_random_weights(sub, ref):
     check_alpha(alpha, mask)
     rc, ra = r(enc, s_prev, mask)
     swapped = r(enc.flip(-1), s_prev, mask)[1]  # a reversed feature axis hints at a misplaced transpose
-    if checks.is_close(alpha, swapped):
-        checks.fail("alpha looks computed with a transposed weight; apply self.Wh and self.Ws as layers.")
-    checks.close(alpha, ra, "alpha", "Score with v^T tanh(W_h h_i + W_s s_{t-1}): W_h on the encoder states, W_s on the decoder state.")
-    checks.close(context, rc, "context", "Return the alpha-weighted sum of the encoder states as the context.")
+    if verdicts.is_close(alpha, swapped):
+        verdicts.fail("alpha looks computed with a transposed weight; apply self.Wh and self.Ws as layers.")
+    verdicts.close(alpha, ra, "alpha", "Score with v^T tanh(W_h h_i + W_s s_{t-1}): W_h on the encoder states, W_s on the decoder state.")
+    verdicts.close(context, rc, "context", "Return the alpha-weighted sum of the encoder states as the context.")
 
 
 @pytest.mark.points(1)
@@ -127,10 +127,10 @@ def test_noise_written_into_pads_leaves_the_context_unchanged(sub, ref):
     noisy = torch.where(mask[..., None], enc, 100 * torch.randn(s.B, s.T, s.H))
     context, alpha = attend(m, enc, s_prev, mask, s.B, s.T, s.H)
     if alpha.isnan().any():
-        checks.fail("alpha contains NaN. " + POLARITY)
+        verdicts.fail("alpha contains NaN. " + POLARITY)
     right_values(context, alpha, *r(enc, s_prev, mask))
     context2, _ = attend(m, noisy, s_prev, mask, s.B, s.T, s.H)
-    checks.close(context2, context, "the context with noise written into the pad states",
+    verdicts.close(context2, context, "the context with noise written into the pad states",
                  "Pad positions must get exactly zero weight, whatever the encoder wrote there.")
 
 
@@ -144,7 +144,7 @@ def test_tensors_follow_the_input_device(sub, ref):
                "Device-agnostic code must first be right on the CPU. " + util.see(MATCHES))
     context, alpha = util.on_meta(attend, m.to("meta"), enc.to("meta"), s_prev.to("meta"), mask.to("meta"), s.B, s.T, s.H,
                                   what="BahdanauAttention.forward", hint="make new tensors on the inputs' device")
-    checks.on_device("meta", "make new tensors on the inputs' device", context=context, alpha=alpha)
+    verdicts.on_device("meta", "make new tensors on the inputs' device", context=context, alpha=alpha)
 
 
 @pytest.mark.points(0)
@@ -155,4 +155,4 @@ def test_cuda_matches_cpu(sub, ref):
     mask = util.mask_for(util.lengths(s), s.T)
     enc, s_prev = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
     context, alpha = attend(m.to(dev), enc.to(dev), s_prev.to(dev), mask.to(dev), s.B, s.T, s.H)
-    checks.close(alpha.cpu(), r(enc, s_prev, mask)[1], "alpha on CUDA", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)
+    verdicts.close(alpha.cpu(), r(enc, s_prev, mask)[1], "alpha on CUDA", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)

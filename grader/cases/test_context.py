@@ -6,7 +6,7 @@ import ast
 import pytest
 import torch
 
-from grader import checks
+from grader.judge import verdicts
 from . import util
 
 pytestmark = pytest.mark.piece("context")
@@ -75,16 +75,16 @@ def _loops_over(fn, tainted: set[str], functions: dict) -> tuple[int | None, lis
 
 
 def context_of(sub, alpha, enc):
-    return checks.call(sub.fn("attention_context"), alpha, enc, what="attention_context")
+    return verdicts.call(sub.fn("attention_context"), alpha, enc, what="attention_context")
 
 
 @pytest.mark.points(4)  # with the device case's point: values on meta cannot be checked
 def test_it_is_the_alpha_weighted_sum_of_encoder_states(sub, ref):
     s = util.MAIN
     alpha, enc = inputs(s.B, s.T, s.H)
-    got = checks.tensor(context_of(sub, alpha, enc), "context", (s.B, s.H))
+    got = verdicts.tensor(context_of(sub, alpha, enc), "context", (s.B, s.H))
     want = (alpha[..., None] * enc).sum(1)  # (B, H): sum_i alpha_i h_i
-    checks.close(got, want, "context", "Weight each encoder state h_i by alpha_i and sum over the source positions "
+    verdicts.close(got, want, "context", "Weight each encoder state h_i by alpha_i and sum over the source positions "
                  "(alpha as (B, 1, T_src) times encoder_outputs (B, T_src, H)).")
 
 
@@ -94,8 +94,8 @@ def test_a_one_hot_alpha_picks_one_state(sub, ref):
     enc = torch.randn(s.B, s.T, s.H)
     pick = torch.randint(0, s.T, (s.B,))
     alpha = torch.nn.functional.one_hot(pick, s.T).float()
-    got = checks.tensor(context_of(sub, alpha, enc), "context", (s.B, s.H))
-    checks.close(got, enc[torch.arange(s.B), pick], "context for a one-hot alpha",
+    got = verdicts.tensor(context_of(sub, alpha, enc), "context", (s.B, s.H))
+    verdicts.close(got, enc[torch.arange(s.B), pick], "context for a one-hot alpha",
                  "With all weight on position i, the context must be exactly h_i of that sentence.")
 
 
@@ -103,10 +103,10 @@ def test_a_one_hot_alpha_picks_one_state(sub, ref):
 @pytest.mark.parametrize("s", util.EDGES)
 def test_it_handles_edge_sizes(sub, ref, s):
     alpha, enc = inputs(s.B, s.T, s.H)
-    got = checks.tensor(context_of(sub, alpha, enc), "context", (s.B, s.H))
+    got = verdicts.tensor(context_of(sub, alpha, enc), "context", (s.B, s.H))
     want = ref.context.attention_context(alpha, enc)
-    if not checks.is_close(got, want) and not util.right_elsewhere(lambda: right_at_the_usual_sizes(sub)):
-        checks.fail("the context differs from the reference at the usual sizes too, not only at this one. "
+    if not verdicts.is_close(got, want) and not util.right_elsewhere(lambda: right_at_the_usual_sizes(sub)):
+        verdicts.fail("the context differs from the reference at the usual sizes too, not only at this one. "
                     + util.see(WEIGHTED_SUM))
     util.close(got, want, "context", "The values are right at the usual sizes but not when a dimension has size 1: "
                "squeeze only the dimension you added (squeeze(1)), not every size-1 dimension.")
@@ -115,7 +115,7 @@ def test_it_handles_edge_sizes(sub, ref, s):
 def right_at_the_usual_sizes(sub) -> None:
     s = util.MAIN
     alpha, enc = inputs(s.B, s.T, s.H)
-    util.close(checks.tensor(context_of(sub, alpha, enc), "context", (s.B, s.H)), (alpha[..., None] * enc).sum(1), "context", "")
+    util.close(verdicts.tensor(context_of(sub, alpha, enc), "context", (s.B, s.H)), (alpha[..., None] * enc).sum(1), "context", "")
 
 
 @pytest.mark.points(2)
@@ -123,17 +123,17 @@ def test_it_runs_no_python_loop_over_positions(sub, ref):
     s = util.MAIN
     short, long = inputs(s.B, 4, s.H), inputs(s.B, 32, s.H)
     for alpha, enc in (short, long):  # the property is paid only when the values are right
-        got = checks.tensor(context_of(sub, alpha, enc), "context", (s.B, s.H))
+        got = verdicts.tensor(context_of(sub, alpha, enc), "context", (s.B, s.H))
         util.close(got, (alpha[..., None] * enc).sum(1), "context", util.see(WEIGHTED_SUM))
-    n_short = checks.call(sub.ops, sub.fn("attention_context"), *short, what="attention_context")
-    n_long = checks.call(sub.ops, sub.fn("attention_context"), *long, what="attention_context")
+    n_short = verdicts.call(sub.ops, sub.fn("attention_context"), *short, what="attention_context")
+    n_long = verdicts.call(sub.ops, sub.fn("attention_context"), *long, what="attention_context")
     if type(n_short) is not int or type(n_long) is not int:
-        checks.fail("the grader could not count attention_context's tensor operations.")
+        verdicts.fail("the grader could not count attention_context's tensor operations.")
     loop = loop_in(sub.source, "attention_context")  # read here, in the judge: a worker's count can be forged
     if loop:
-        checks.fail(f"attention_context has a Python loop (line {loop}): replace it with one batched product (torch.bmm).")
+        verdicts.fail(f"attention_context has a Python loop (line {loop}): replace it with one batched product (torch.bmm).")
     if n_long > n_short:
-        checks.fail(f"attention_context runs more tensor operations for longer sentences ({n_short} at T_src=4, "
+        verdicts.fail(f"attention_context runs more tensor operations for longer sentences ({n_short} at T_src=4, "
                     f"{n_long} at T_src=32): replace the Python loop over positions with one batched product (torch.bmm).")
 
 
@@ -145,9 +145,9 @@ def test_tensors_follow_the_input_device(sub, ref):
                "Device-agnostic code must first be right on the CPU. " + util.see(WEIGHTED_SUM))
     got = util.on_meta(context_of, sub, alpha.to("meta"), enc.to("meta"), what="attention_context",
                        hint="make new tensors on the inputs' device")
-    with checks.meta_answers():
-        checks.tensor(got, "context", (s.B, s.H))
-    checks.on_device("meta", "make new tensors on the inputs' device", context=got)
+    with verdicts.meta_answers():
+        verdicts.tensor(got, "context", (s.B, s.H))
+    verdicts.on_device("meta", "make new tensors on the inputs' device", context=got)
 
 
 @pytest.mark.points(0)
@@ -156,4 +156,4 @@ def test_cuda_matches_cpu(sub, ref):
     s = util.MAIN
     alpha, enc = inputs(s.B, s.T, s.H)
     got = context_of(sub, alpha.to(dev), enc.to(dev))
-    checks.close(got.cpu(), ref.context.attention_context(alpha, enc), "context on CUDA", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)
+    verdicts.close(got.cpu(), ref.context.attention_context(alpha, enc), "context on CUDA", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)

@@ -1,14 +1,17 @@
 """Hidden cases for the `decoder` piece: AttnDecoder.forward_step and Seq2SeqAttn.forward.
 
 The submission's decoder module is graded with the reference encoder and attention underneath it
-(see grader.submission), so only the decoder's own code decides these points.
+(see grader.judge.reference_code), so only the decoder's own code decides these points.
 """
 from __future__ import annotations
 
 import pytest
 import torch
 
-from grader import artifacts, checks, toy, train
+from grader.lab import artifacts
+from grader.judge import verdicts
+from grader.lab import toy
+from grader.lab import train
 
 from . import util
 
@@ -20,7 +23,7 @@ FORCED = "the model matches the reference under teacher forcing"
 def decoder_pair(sub, ref, s: util.Sizes):
     r = ref.decoder.AttnDecoder(s.V, s.E, s.H)
     m = util.build(sub, "AttnDecoder", s.V, s.E, s.H)
-    checks.copy_weights(m, r, "AttnDecoder")
+    verdicts.copy_weights(m, r, "AttnDecoder")
     return m, r
 
 
@@ -34,15 +37,15 @@ def step_inputs(s: util.Sizes, device: str = "cpu"):
 
 
 def run_step(m, y_prev, h, c, enc, mask, s: util.Sizes, keep: str | None = None):
-    out = checks.call(m.call, "forward_step", y_prev, (h, c), enc, mask, keep=keep, what="AttnDecoder.forward_step")
+    out = verdicts.call(m.call, "forward_step", y_prev, (h, c), enc, mask, keep=keep, what="AttnDecoder.forward_step")
     if not isinstance(out, tuple) or len(out) != 3:
-        checks.fail("forward_step should return (logits, (h, c), alpha)")
+        verdicts.fail("forward_step should return (logits, (h, c), alpha)")
     logits, state, alpha = out
-    h2, c2 = checks.pair(state, "forward_step's new state (h, c)")
-    checks.tensor(logits, "logits", (s.B, s.V))
-    checks.tensor(h2, "h", (s.B, s.H))
-    checks.tensor(c2, "c", (s.B, s.H))
-    checks.tensor(alpha, "alpha", (s.B, enc.size(1)))
+    h2, c2 = verdicts.pair(state, "forward_step's new state (h, c)")
+    verdicts.tensor(logits, "logits", (s.B, s.V))
+    verdicts.tensor(h2, "h", (s.B, s.H))
+    verdicts.tensor(c2, "c", (s.B, s.H))
+    verdicts.tensor(alpha, "alpha", (s.B, enc.size(1)))
     return logits, h2, c2, alpha
 
 
@@ -50,15 +53,15 @@ def check_step(m, r, inputs, s: util.Sizes):
     y_prev, h, c, enc, mask = inputs
     logits, h2, c2, alpha = run_step(m, y_prev, h, c, enc, mask, s)
     rl, (rh, rc), ra = r.forward_step(y_prev, (h, c), enc, mask)
-    if not checks.is_close(alpha, ra):
+    if not verdicts.is_close(alpha, ra):
         for query, name in ((c, "the previous cell state c"), (rh, "the new hidden state h")):
-            if checks.is_close(alpha, r.attn(enc, query, mask)[1]):
-                checks.fail(f"alpha was computed from {name}; attend with the previous hidden state h_(t-1) "
+            if verdicts.is_close(alpha, r.attn(enc, query, mask)[1]):
+                verdicts.fail(f"alpha was computed from {name}; attend with the previous hidden state h_(t-1) "
                             "before running the LSTMCell.")
-        checks.fail("alpha differs from the reference: call self.attn(encoder_outputs, h_prev, src_mask).")
-    checks.close(h2, rh, "the new h", "Feed the LSTMCell the concatenation [embedding of y_prev; context] and the previous (h, c).")
-    checks.close(c2, rc, "the new c", "Feed the LSTMCell the previous (h, c) as its state.")
-    checks.close(logits, rl, "logits", "Compute the logits with self.head on [h; context], the new h first.")
+        verdicts.fail("alpha differs from the reference: call self.attn(encoder_outputs, h_prev, src_mask).")
+    verdicts.close(h2, rh, "the new h", "Feed the LSTMCell the concatenation [embedding of y_prev; context] and the previous (h, c).")
+    verdicts.close(c2, rc, "the new c", "Feed the LSTMCell the previous (h, c) as its state.")
+    verdicts.close(logits, rl, "logits", "Compute the logits with self.head on [h; context], the new h first.")
 
 
 def step_right(sub, ref) -> bool:
@@ -96,22 +99,22 @@ def check_step_grads(sub, ref) -> None:
     inputs = step_inputs(s)
     check_step(m, r, inputs, s)  # the property is paid only when the values are right
     run_step(m, *inputs, s, keep="out")
-    checks.call(sub.backward, "out#0", what="backward through forward_step")
+    verdicts.call(sub.backward, "out#0", what="backward through forward_step")
     grads = m.grads("attn.")
     rl, _, _ = r.forward_step(inputs[0], (inputs[1], inputs[2]), inputs[3], inputs[4])
     rl.square().sum().backward()  # the same loss through the reference step: its gradients are the answer
     for name, p in ((n, p) for n, p in r.named_parameters() if n.startswith("attn.")):
         g = grads.get(name)
         if not isinstance(g, torch.Tensor) or not g.abs().sum() > 0:
-            checks.fail(f"no gradient reaches {name}: keep the context in the graph (no .detach(), .item() or "
+            verdicts.fail(f"no gradient reaches {name}: keep the context in the graph (no .detach(), .item() or "
                         "torch.no_grad() on the way to the logits).")
-        checks.close(g, p.grad, f"the gradient of {name}", "Keep the context in the graph on the way to the logits.")
+        verdicts.close(g, p.grad, f"the gradient of {name}", "Keep the context in the graph on the way to the logits.")
 
 
 def model_pair(sub, ref, s: util.Sizes, T_tgt: int):
     r = ref.decoder.Seq2SeqAttn(s.V, s.V + 2, s.E, s.H)
     m = util.build(sub, "Seq2SeqAttn", s.V, s.V + 2, s.E, s.H)
-    checks.copy_weights(m, r, "Seq2SeqAttn")
+    verdicts.copy_weights(m, r, "Seq2SeqAttn")
     n = util.lengths(s)
     src, mask = util.src_ids(s, n), util.mask_for(n, s.T)
     tgt = torch.randint(1, s.V + 2, (s.B, T_tgt))
@@ -119,9 +122,9 @@ def model_pair(sub, ref, s: util.Sizes, T_tgt: int):
 
 
 def run_model(m, src, mask, tgt, s: util.Sizes):
-    out = checks.pair(checks.call(m, src, mask, tgt, what="Seq2SeqAttn.forward"), "Seq2SeqAttn.forward's result (logits, alpha)")
-    checks.tensor(out[0], "logits", (s.B, tgt.size(1) - 1, s.V + 2))
-    checks.tensor(out[1], "alpha", (s.B, tgt.size(1) - 1, src.size(1)))
+    out = verdicts.pair(verdicts.call(m, src, mask, tgt, what="Seq2SeqAttn.forward"), "Seq2SeqAttn.forward's result (logits, alpha)")
+    verdicts.tensor(out[0], "logits", (s.B, tgt.size(1) - 1, s.V + 2))
+    verdicts.tensor(out[1], "alpha", (s.B, tgt.size(1) - 1, src.size(1)))
     return out
 
 
@@ -131,8 +134,8 @@ def test_the_model_matches_the_reference_under_teacher_forcing(sub, ref):
     m, r, (src, mask, tgt) = model_pair(sub, ref, s, T_tgt=6)
     logits, alpha = run_model(m, src, mask, tgt, s)
     rl, ra = r(src, mask, tgt)
-    if not (checks.is_close(alpha, ra) and checks.is_close(logits, rl)) and not step_right(sub, ref):
-        checks.fail("a single forward_step already differs from the reference. " + util.see(STEP))
+    if not (verdicts.is_close(alpha, ra) and verdicts.is_close(logits, rl)) and not step_right(sub, ref):
+        verdicts.fail("a single forward_step already differs from the reference. " + util.see(STEP))
     util.close(alpha, ra, "alpha", "Start the decoder from the encoder's final (h, c) without the layer dimension, "
                  "and feed tgt[:, t-1:t] at step t (teacher forcing).")
     util.close(logits, rl, "logits", "Row t-1 of the logits must be the prediction for tgt[:, t], from the true previous token.")
@@ -144,13 +147,13 @@ def test_gradients_through_the_model_match_the_reference(sub, ref):
     m, r, (src, mask, tgt) = model_pair(sub, ref, s, T_tgt=5)
     logits = run_model(m, src, mask, tgt, s)[0]
     rl = r(src, mask, tgt)[0]
-    if not checks.is_close(logits, rl):  # the property is paid only when the values are right
-        checks.fail("the model's logits differ from the reference. " + util.see(STEP if not step_right(sub, ref) else FORCED))
+    if not verdicts.is_close(logits, rl):  # the property is paid only when the values are right
+        verdicts.fail("the model's logits differ from the reference. " + util.see(STEP if not step_right(sub, ref) else FORCED))
     if not util.right_elsewhere(lambda: check_step_grads(sub, ref)):
-        checks.fail("a single step's gradients already differ from the reference. " + util.see(GRADS))
-    checks.call(m.call, "forward", src, mask, tgt, keep="out", what="Seq2SeqAttn.forward")
-    checks.call(sub.backward, "out#0", what="backward through Seq2SeqAttn.forward")
-    grads = checks.call(m.grads, "", what="reading the gradients")
+        verdicts.fail("a single step's gradients already differ from the reference. " + util.see(GRADS))
+    verdicts.call(m.call, "forward", src, mask, tgt, keep="out", what="Seq2SeqAttn.forward")
+    verdicts.call(sub.backward, "out#0", what="backward through Seq2SeqAttn.forward")
+    grads = verdicts.call(m.grads, "", what="reading the gradients")
     rl.square().sum().backward()  # the same loss through the reference model: its gradients are the answer
     hint = ("Keep every step's logits in the graph on the way to the result (no .detach(), .item(), torch.no_grad() "
             "or new tensors built from their values): the grader trains through them.")
@@ -159,7 +162,7 @@ def test_gradients_through_the_model_match_the_reference(sub, ref):
             continue
         g = grads.get(name) if isinstance(grads, dict) else None
         if not isinstance(g, torch.Tensor):
-            checks.fail(f"no gradient reaches {name}. {hint}")
+            verdicts.fail(f"no gradient reaches {name}. {hint}")
         util.close(g, p.grad, f"the gradient of {name}", hint)
 
 
@@ -169,11 +172,11 @@ def test_the_model_handles_a_single_sentence(sub, ref):
     m, r, (src, mask, tgt) = model_pair(sub, ref, s, T_tgt=4)
     logits, _ = run_model(m, src, mask, tgt, s)
     rl = r(src, mask, tgt)[0]
-    if not checks.is_close(logits, rl):
+    if not verdicts.is_close(logits, rl):
         if not step_right(sub, ref):
-            checks.fail("a single forward_step already differs from the reference. " + util.see(STEP))
+            verdicts.fail("a single forward_step already differs from the reference. " + util.see(STEP))
         if not util.right_elsewhere(lambda: check_model(sub, ref)):
-            checks.fail("the model differs from the reference with several sentences too. " + util.see(FORCED))
+            verdicts.fail("the model differs from the reference with several sentences too. " + util.see(FORCED))
     util.close(logits, rl, "logits", "With B = 1, squeeze only the layer dimension of (h, c).")
 
 
@@ -188,12 +191,12 @@ def test_tensors_follow_the_input_device(sub, ref):
     s = util.MAIN
     m, r, (src, mask, tgt) = model_pair(sub, ref, s, T_tgt=5)
     logits, rl = run_model(m, src, mask, tgt, s)[0], r(src, mask, tgt)[0]
-    if not checks.is_close(logits, rl):
-        checks.fail("the CPU result differs from the reference (device-agnostic code must first be right on the "
+    if not verdicts.is_close(logits, rl):
+        verdicts.fail("the CPU result differs from the reference (device-agnostic code must first be right on the "
                     "CPU). " + util.see(STEP if not step_right(sub, ref) else FORCED))
     logits, alpha = util.on_meta(run_model, m.to("meta"), src.to("meta"), mask.to("meta"), tgt.to("meta"), s,
                                  what="Seq2SeqAttn.forward", hint="create buffers with device=src.device")
-    checks.on_device("meta", "create buffers with device=src.device", logits=logits, alpha=alpha)
+    verdicts.on_device("meta", "create buffers with device=src.device", logits=logits, alpha=alpha)
 
 
 @pytest.mark.points(0)
@@ -202,7 +205,7 @@ def test_cuda_matches_cpu(sub, ref):
     s = util.MAIN
     m, r, (src, mask, tgt) = model_pair(sub, ref, s, T_tgt=5)
     logits, _ = run_model(m.to(dev), src.to(dev), mask.to(dev), tgt.to(dev), s)
-    checks.close(logits.cpu(), r(src, mask, tgt)[0], "logits on CUDA", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)
+    verdicts.close(logits.cpu(), r(src, mask, tgt)[0], "logits on CUDA", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)
 
 
 @pytest.mark.points(5)
@@ -213,7 +216,7 @@ def test_cuda_matches_cpu(sub, ref):
 @pytest.mark.timeout(900)  # about 25 s on 2 idle cores; generous for busy machines
 def test_trained_by_the_grader_it_translates_length_30_sentences(sub, ref, progress):
     cfg = train.graded()
-    checks.call(sub.seed_worker, cfg.seed, what="seeding")
+    verdicts.call(sub.seed_worker, cfg.seed, what="seeding")
     model = util.build(sub, "Seq2SeqAttn", len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim)
     # the lab's trained encoder and attention, which this piece runs on; the decoder's own weights stay seeded
     judge = ref.decoder.Seq2SeqAttn(len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim)
@@ -223,8 +226,8 @@ def test_trained_by_the_grader_it_translates_length_30_sentences(sub, ref, progr
         said = (f"After the grader's training run your model reaches {acc:.3f} greedy token accuracy at source length "
                 "30; it needs 0.90.")
         if not step_right(sub, ref):
-            checks.fail(f"{said} A single forward_step differs from the reference. " + util.see(STEP))
+            verdicts.fail(f"{said} A single forward_step differs from the reference. " + util.see(STEP))
         if not util.right_elsewhere(lambda: check_model(sub, ref)):
-            checks.fail(f"{said} " + util.see(FORCED))
-        checks.fail(f"{said} Your forward's values are right, so look at the gradient: keep everything on the way to "
+            verdicts.fail(f"{said} " + util.see(FORCED))
+        verdicts.fail(f"{said} Your forward's values are right, so look at the gradient: keep everything on the way to "
                     "the logits in the graph (no .detach(), .item() or torch.no_grad()).")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader import checks
+from grader.judge import verdicts
 from grader.judge.remote import RemoteError
 from . import util
 
@@ -16,15 +16,15 @@ MATCHES = "it matches the reference on random weights"
 def pair_of(sub, ref, s: util.Sizes):
     r = ref.encoder.EncoderAll(s.V, s.E, s.H)
     m = util.build(sub, "EncoderAll", s.V, s.E, s.H)
-    checks.copy_weights(m, r, "EncoderAll")
+    verdicts.copy_weights(m, r, "EncoderAll")
     return m, r
 
 
 def run(m, src, what="EncoderAll.forward", keep=None):
-    out = checks.call(m.call, "__call__", src, keep=keep, what=what)
-    out = checks.pair(out, f"{what}'s result (outputs, (h, c))")
+    out = verdicts.call(m.call, "__call__", src, keep=keep, what=what)
+    out = verdicts.pair(out, f"{what}'s result (outputs, (h, c))")
     outputs, state = out
-    h, c = checks.pair(state, f"{what}'s second result (h, c)")
+    h, c = verdicts.pair(state, f"{what}'s second result (h, c)")
     return outputs, h, c
 
 
@@ -32,8 +32,8 @@ def check_same(m, r, src, s: util.Sizes, edge: bool = False):
     outputs, h, c = run(m, src)
     shapes_right(outputs, h, c, s, src.size(1), here=edge)  # a shape wrong only at an edge size is that case's to name
     ro, rh, rc = r(src)[0], *r(src)[1]
-    if checks.is_close(h, rc) and checks.is_close(c, rh):
-        checks.fail("h and c are swapped: the LSTM returns (h, c) in that order, the hidden state first.")
+    if verdicts.is_close(h, rc) and verdicts.is_close(c, rh):
+        verdicts.fail("h and c are swapped: the LSTM returns (h, c) in that order, the hidden state first.")
     util.close(outputs, ro, "outputs", "Return the LSTM output at every position: embed, then run self.rnn on the whole sequence.")
     util.close(h, rh, "h", "h should be the LSTM's final hidden state, shape (1, B, H).")
     util.close(c, rc, "c", "c should be the LSTM's final cell state, shape (1, B, H).")
@@ -42,15 +42,15 @@ def check_same(m, r, src, s: util.Sizes, edge: bool = False):
 def shapes_right(outputs, h, c, s: util.Sizes, T: int, here: bool = False) -> None:
     """The three shapes; a wrong one is named in the first case and pointed at from the others."""
     for name, x, shape in (("outputs", outputs, (s.B, T, s.H)), ("h", h, (1, s.B, s.H)), ("c", c, (1, s.B, s.H))):
-        checks.tensor(x, name, None, torch.float32)
+        verdicts.tensor(x, name, None, torch.float32)
         if tuple(x.shape) == shape:
             continue
         if not here:
-            checks.fail(f"{name} has the wrong shape. " + util.see(EVERY_STEP))
+            verdicts.fail(f"{name} has the wrong shape. " + util.see(EVERY_STEP))
         if name == "outputs" and x.dim() == 3 and x.size(1) == 1 and T > 1:
-            checks.fail("outputs holds one time step: return the LSTM's output at every position (B, T_src, H), "
+            verdicts.fail("outputs holds one time step: return the LSTM's output at every position (B, T_src, H), "
                         "not only its final state.")
-        checks.tensor(x, name, shape)
+        verdicts.tensor(x, name, shape)
 
 
 @pytest.mark.points(2)
@@ -60,7 +60,7 @@ def test_it_returns_an_output_for_every_time_step(sub, ref):
     outputs, h, c = run(m, torch.randint(1, s.V, (s.B, s.T)))
     shapes_right(outputs, h, c, s, s.T, here=True)
     for name, t in (("outputs", outputs), ("h", h), ("c", c)):
-        checks.finite(t, name)
+        verdicts.finite(t, name)
 
 
 @pytest.mark.points(4)  # with the device case's point: values on meta cannot be checked
@@ -81,17 +81,17 @@ def test_gradients_flow_from_every_output_back_to_the_encoder(sub, ref):
         sub.backward("out#0")
     except RemoteError as e:
         if "does not require grad" not in str(e):
-            raise checks.student_failure(e, "backward from the encoder outputs") from None
-        checks.fail("the outputs are cut from the graph, so no gradient can reach the encoder: return them as they are "
+            raise verdicts.student_failure(e, "backward from the encoder outputs") from None
+        verdicts.fail("the outputs are cut from the graph, so no gradient can reach the encoder: return them as they are "
                     "(no .detach(), .data or torch.no_grad()).")
     grads = m.grads()
     r(src)[0].square().sum().backward()  # the same loss on the reference: the gradients must be its gradients
     for name, p in r.named_parameters():
         g = grads.get(name)
         if not isinstance(g, torch.Tensor) or not g.abs().sum() > 0:
-            checks.fail(f"no gradient reaches {name} from the outputs: attention trains the encoder through every "
+            verdicts.fail(f"no gradient reaches {name} from the outputs: attention trains the encoder through every "
                         "output, so keep them in the graph (no .detach(), .data or torch.no_grad()).")
-        checks.close(g, p.grad, f"the gradient of {name}", "Return the LSTM's outputs as they are, still in the graph.")
+        verdicts.close(g, p.grad, f"the gradient of {name}", "Return the LSTM's outputs as they are, still in the graph.")
 
 
 @pytest.mark.points(1)
@@ -110,17 +110,17 @@ def test_a_padded_row_equals_the_sentence_run_alone(sub, ref):
     outputs, h, c = run(m, src)
     shapes_right(outputs, h, c, s, s.T)
     # row 0 has no pads: a mistake there is not about padding, and the first two cases name it
-    if not (checks.is_close(outputs[0], r(src[:1])[0][0]) and checks.is_close(h[:, 0], r(src[:1])[1][0][:, 0])):
-        checks.fail("a row without pads already differs from the reference. " + util.see(MATCHES))
+    if not (verdicts.is_close(outputs[0], r(src[:1])[0][0]) and verdicts.is_close(h[:, 0], r(src[:1])[1][0][:, 0])):
+        verdicts.fail("a row without pads already differs from the reference. " + util.see(MATCHES))
     for b in range(s.B):
         k = int(n[b])
         alone, (ha, ca) = r(src[b : b + 1, :k])
-        checks.close(outputs[b, :k], alone[0], "outputs at the real positions of a padded row",
+        verdicts.close(outputs[b, :k], alone[0], "outputs at the real positions of a padded row",
                      "A sentence's outputs must not depend on the pads after it or on other rows of the batch.")
         # the lesson's encoder runs over the pads too; packing stops at the last real token: both are fine
         full_h = r(src)[1][0][:, b]
-        if not (checks.is_close(h[:, b], full_h) or checks.is_close(h[:, b], ha[:, 0])):
-            checks.fail("h of a padded row is neither the state after its pads nor after its last real token.")
+        if not (verdicts.is_close(h[:, b], full_h) or verdicts.is_close(h[:, b], ha[:, 0])):
+            verdicts.fail("h of a padded row is neither the state after its pads nor after its last real token.")
 
 
 @pytest.mark.points(0)  # a hint: see util.on_meta
@@ -131,7 +131,7 @@ def test_tensors_follow_the_input_device(sub, ref):
     check_same(m, r, src, s)  # device-agnostic code must first be right on the CPU
     outputs, h, c = util.on_meta(run, m.to("meta"), src.to("meta"), what="EncoderAll.forward",
                                  hint="create tensors with device=src.device")  # nothing may stay behind
-    checks.on_device("meta", "create tensors with device=src.device, not on the default device", outputs=outputs, h=h, c=c)
+    verdicts.on_device("meta", "create tensors with device=src.device, not on the default device", outputs=outputs, h=h, c=c)
 
 
 @pytest.mark.points(0)
@@ -141,4 +141,4 @@ def test_cuda_matches_cpu(sub, ref):
     m, r = pair_of(sub, ref, s)
     src = torch.randint(1, s.V, (s.B, s.T))
     outputs, h, c = run(m.to(dev), src.to(dev))
-    checks.close(outputs.cpu(), r(src)[0], "outputs on CUDA", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)
+    verdicts.close(outputs.cpu(), r(src)[0], "outputs on CUDA", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)

@@ -10,7 +10,10 @@ import random
 import pytest
 import torch
 
-from grader import artifacts, checks, evaluate, toy
+from grader.lab import artifacts
+from grader.judge import verdicts
+from grader.lab import evaluate
+from grader.lab import toy
 
 pytestmark = pytest.mark.piece("evaluation")
 
@@ -99,10 +102,10 @@ def accuracy_sub(sub, fixed):
 
 
 def accuracy(sub, batch):
-    out = checks.call(sub.fn("accuracy_by_length"), sub.ref("@model"), batch.src, batch.src_mask, batch.tgt,
+    out = verdicts.call(sub.fn("accuracy_by_length"), sub.ref("@model"), batch.src, batch.src_mask, batch.tgt,
                       what="accuracy_by_length")
     if not isinstance(out, dict):
-        checks.fail(f"accuracy_by_length should return a dict {{length: accuracy}}, got {type(out).__name__}")
+        verdicts.fail(f"accuracy_by_length should return a dict {{length: accuracy}}, got {type(out).__name__}")
     return out
 
 
@@ -110,17 +113,17 @@ def accuracy(sub, batch):
 def test_greedy_decode_feeds_back_its_own_predictions(model_sub, ref, fixed):
     model, batch = fixed
     steps = batch.tgt.size(1) - 1
-    out = checks.call(model_sub.fn("greedy_decode"), model_sub.ref("@model"), batch.src, batch.src_mask, batch.tgt[:, :1],
+    out = verdicts.call(model_sub.fn("greedy_decode"), model_sub.ref("@model"), batch.src, batch.src_mask, batch.tgt[:, :1],
                       steps, what="greedy_decode")
     if not isinstance(out, tuple) or len(out) != 2:
-        checks.fail("greedy_decode should return (tokens, alpha)")
-    tokens = checks.tensor(out[0], "tokens", (batch.src.size(0), steps), torch.long)
-    checks.tensor(out[1], "alpha", (batch.src.size(0), steps, batch.src.size(1)))
+        verdicts.fail("greedy_decode should return (tokens, alpha)")
+    tokens = verdicts.tensor(out[0], "tokens", (batch.src.size(0), steps), torch.long)
+    verdicts.tensor(out[1], "alpha", (batch.src.size(0), steps, batch.src.size(1)))
     pred, alpha = evaluate.greedy(model, batch)
     if not torch.equal(tokens, pred):
-        checks.fail("greedy_decode's tokens differ from greedy decoding: start from sos, and feed each step the argmax "
+        verdicts.fail("greedy_decode's tokens differ from greedy decoding: start from sos, and feed each step the argmax "
                     "of the previous step's logits (never the target).")
-    checks.close(out[1], alpha, "alpha", "Stack the alpha of every step along dimension 1.")
+    verdicts.close(out[1], alpha, "alpha", "Stack the alpha of every step along dimension 1.")
 
 
 @pytest.mark.points(1)
@@ -129,9 +132,9 @@ def test_it_returns_one_accuracy_per_source_length(accuracy_sub, ref, fixed):
     out = accuracy(accuracy_sub, batch)
     want = sorted(set(batch.src_mask.sum(1).tolist()))
     if sorted(out) != want or not all(type(k) is int for k in out):
-        checks.fail(f"the keys should be the {len(want)} distinct source lengths as Python ints; count real tokens with src_mask.")
+        verdicts.fail(f"the keys should be the {len(want)} distinct source lengths as Python ints; count real tokens with src_mask.")
     if not all(isinstance(v, float) and 0.0 <= v <= 1.0 for v in out.values()):
-        checks.fail("every accuracy should be a Python float in [0, 1] (use .item()).")
+        verdicts.fail("every accuracy should be a Python float in [0, 1] (use .item()).")
 
 
 @pytest.mark.points(5)
@@ -141,7 +144,7 @@ def test_it_matches_the_graders_evaluator(accuracy_sub, ref, fixed):
     out = accuracy(accuracy_sub, batch)
     want = evaluate.batch_accuracy_by_length(model, batch)
     if set(out) != set(want):
-        checks.fail("the keys should be the distinct source lengths of the batch.")
+        verdicts.fail("the keys should be the distinct source lengths of the batch.")
     got = [float(out[k]) for k in sorted(want)]
     if all(abs(g - want[k]) < 1e-6 for g, k in zip(got, sorted(want))):
         return
@@ -168,6 +171,6 @@ def test_it_matches_the_graders_evaluator(accuracy_sub, ref, fixed):
          "at step t is for the next token, so compare with tgt[:, 1:]."),
     ):
         if all(abs(g - v) < 1e-6 for g, v in zip(got, variant)):
-            checks.fail(hint)
-    checks.fail("the accuracies differ from the grader's evaluator: decode tgt.size(1) - 1 steps greedily and compare "
+            verdicts.fail(hint)
+    verdicts.fail("the accuracies differ from the grader's evaluator: decode tgt.size(1) - 1 steps greedily and compare "
                 "with tgt[:, 1:] at non-pad positions.")

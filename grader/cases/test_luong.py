@@ -4,7 +4,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader import artifacts, checks, luong_model, toy, train
+from grader.lab import artifacts
+from grader.judge import verdicts
+from grader.lab import luong_model
+from grader.lab import toy
+from grader.lab import train
 from . import util
 from .test_additive import POLARITY, check_alpha, right_values
 
@@ -14,9 +18,9 @@ MATCHES = "it matches the reference and scales by sqrt d"  # the case whose chec
 
 def attend(sub, enc, q, mask):
     m = util.build(sub, "LuongDotAttention")
-    out = checks.pair(checks.call(m, enc, q, mask, what="LuongDotAttention.forward"), "forward's result (context, alpha)")
+    out = verdicts.pair(verdicts.call(m, enc, q, mask, what="LuongDotAttention.forward"), "forward's result (context, alpha)")
     B, T, H = enc.shape
-    return checks.tensor(out[0], "context", (B, H)), checks.tensor(out[1], "alpha", (B, T))
+    return verdicts.tensor(out[0], "context", (B, H)), verdicts.tensor(out[1], "alpha", (B, T))
 
 
 @pytest.mark.points(3)  # with the device case's point: values on meta cannot be checked
@@ -29,12 +33,12 @@ def test_it_matches_the_reference_and_scales_by_sqrt_d(sub, ref):
     check_alpha(alpha, mask)
     d = s.H**0.5
     # the scores are linear in the query, so scaling it gives the usual mistakes' weights
-    if checks.is_close(alpha, r(enc, q * d, mask)[1]):
-        checks.fail("alpha looks unscaled: divide the dot products by sqrt(d), the square root of the state size.")
-    if checks.is_close(alpha, r(enc, q / d, mask)[1]):
-        checks.fail("alpha looks divided by d: divide the dot products by sqrt(d), not by d.")
-    if checks.is_close(alpha, r(enc, q * d / s.T**0.5, mask)[1]):
-        checks.fail("alpha looks divided by the square root of the sentence length: d is the size of a state "
+    if verdicts.is_close(alpha, r(enc, q * d, mask)[1]):
+        verdicts.fail("alpha looks unscaled: divide the dot products by sqrt(d), the square root of the state size.")
+    if verdicts.is_close(alpha, r(enc, q / d, mask)[1]):
+        verdicts.fail("alpha looks divided by d: divide the dot products by sqrt(d), not by d.")
+    if verdicts.is_close(alpha, r(enc, q * d / s.T**0.5, mask)[1]):
+        verdicts.fail("alpha looks divided by the square root of the sentence length: d is the size of a state "
                     "(the last dimension), not the number of source positions.")
     rc, ra = r(enc, q, mask)
     util.close(alpha, ra, "alpha", "Score each encoder state by its dot product with the decoder state, / sqrt(d), softmax over positions.")
@@ -49,7 +53,7 @@ def test_gradients_flow_to_the_encoder_states_and_the_query_as_in_the_reference(
     context, alpha = attend(sub, enc, q, mask)
     right_values(context, alpha, *ref.luong.LuongDotAttention()(enc, q, mask), MATCHES)  # paid only when right
     m = util.build(sub, "LuongDotAttention")
-    grads = checks.call(m.input_grads, enc, q, mask, wrt=[0, 1], what="backward through LuongDotAttention.forward")
+    grads = verdicts.call(m.input_grads, enc, q, mask, wrt=[0, 1], what="backward through LuongDotAttention.forward")
     e, k = enc.clone().requires_grad_(True), q.clone().requires_grad_(True)
     ref.luong.LuongDotAttention()(e, k, mask)[0].square().sum().backward()  # the same loss through the reference
     hint = ("Keep the scores, the weights and the context in the graph (no .detach(), .item(), torch.no_grad() or "
@@ -57,7 +61,7 @@ def test_gradients_flow_to_the_encoder_states_and_the_query_as_in_the_reference(
     for name, got, want in (("the encoder states", grads[0] if isinstance(grads, list) else None, e.grad),
                             ("the query", grads[1] if isinstance(grads, list) and len(grads) > 1 else None, k.grad)):
         if not isinstance(got, torch.Tensor):
-            checks.fail(f"no gradient reaches {name}. {hint}")
+            verdicts.fail(f"no gradient reaches {name}. {hint}")
         util.close(got, want, f"the gradient with respect to {name}", hint)
 
 
@@ -71,7 +75,7 @@ def test_pads_get_exactly_zero_weight(sub, ref):
     check_alpha(alpha, mask)
     right_values(context, alpha, *ref.luong.LuongDotAttention()(enc, q, mask), MATCHES)
     noisy = torch.where(mask[..., None], enc, 100 * torch.randn(s.B, s.T, s.H))
-    checks.close(attend(sub, noisy, q, mask)[0], context, "the context with noise written into the pad states",
+    verdicts.close(attend(sub, noisy, q, mask)[0], context, "the context with noise written into the pad states",
                  "Pad positions must get exactly zero weight. " + POLARITY)
 
 
@@ -102,12 +106,12 @@ def test_tensors_follow_the_input_device(sub, ref):
     ra = ref.luong.LuongDotAttention()(enc, q, mask)[1]
     # which case names the cause: a mistake in the pads (that case) or in the scores (the first case)
     full = torch.ones_like(mask)
-    case = MATCHES if not checks.is_close(attend(sub, enc, q, full)[1], ref.luong.LuongDotAttention()(enc, q, full)[1]) \
+    case = MATCHES if not verdicts.is_close(attend(sub, enc, q, full)[1], ref.luong.LuongDotAttention()(enc, q, full)[1]) \
         else "pads get exactly zero weight"
     util.close(alpha, ra, "alpha on the CPU", "Device-agnostic code must first be right on the CPU. " + util.see(case))
     context, alpha = util.on_meta(attend, sub, enc.to("meta"), q.to("meta"), mask.to("meta"),
                                   what="LuongDotAttention.forward", hint="make new tensors on the inputs' device")
-    checks.on_device("meta", "make new tensors on the inputs' device", context=context, alpha=alpha)
+    verdicts.on_device("meta", "make new tensors on the inputs' device", context=context, alpha=alpha)
 
 
 @pytest.mark.points(0)
@@ -116,7 +120,7 @@ def test_cuda_matches_cpu(sub, ref):
     s = util.MAIN
     enc, q = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
     _, alpha = attend(sub, enc.to(dev), q.to(dev), None)
-    checks.close(alpha.cpu(), ref.luong.LuongDotAttention()(enc, q)[1], "alpha on CUDA", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)
+    verdicts.close(alpha.cpu(), ref.luong.LuongDotAttention()(enc, q)[1], "alpha on CUDA", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)
 
 
 @pytest.mark.points(5)
@@ -127,10 +131,10 @@ def test_cuda_matches_cpu(sub, ref):
 @pytest.mark.title("trained by the grader, Luong's model with it translates length-30 sentences")
 def test_trained_by_the_grader_luongs_model_with_it_translates_length_30_sentences(sub, ref, progress):
     cfg = train.graded()
-    checks.call(sub.seed_worker, cfg.seed, what="seeding")
+    verdicts.call(sub.seed_worker, cfg.seed, what="seeding")
     attn = util.build(sub, "LuongDotAttention")
-    # Luong's decoder (grader/luong_model.py, the lab's code) around your attention, built in your worker
-    model = checks.call(sub.new, "@lab:Seq2SeqLuong", len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim,
+    # Luong's decoder (grader/lab/luong_model.py, the lab's code) around your attention, built in your worker
+    model = verdicts.call(sub.new, "@lab:Seq2SeqLuong", len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim,
                         cfg.hidden_dim, sub.ref(attn.name), what="the lab's Luong model around your LuongDotAttention")
     judge = luong_model.Seq2SeqLuong(len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim,
                                      ref.luong.LuongDotAttention())
@@ -141,8 +145,8 @@ def test_trained_by_the_grader_luongs_model_with_it_translates_length_30_sentenc
                 "accuracy at source length 30; it needs 0.90.")
         # a wrong forward (unscaled, unmasked, ...) is named by a unit case; only a right one points at the gradient
         if not util.right_elsewhere(lambda: right_on_random_inputs(sub, ref)):
-            checks.fail(f"{said} Your LuongDotAttention differs from the reference on random inputs. " + util.see(MATCHES))
-        checks.fail(f"{said} Your weights have the reference's values, so look at the gradient. Gradients must flow "
+            verdicts.fail(f"{said} Your LuongDotAttention differs from the reference on random inputs. " + util.see(MATCHES))
+        verdicts.fail(f"{said} Your weights have the reference's values, so look at the gradient. Gradients must flow "
                     "through your scores and weights (no .detach(), .item() or new tensors built from their values).")
 
 

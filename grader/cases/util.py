@@ -7,7 +7,10 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from grader import checks, evaluate, toy, train
+from grader.judge import verdicts
+from grader.lab import evaluate
+from grader.lab import toy
+from grader.lab import train
 from grader.judge.remote import RemoteError
 
 
@@ -44,7 +47,7 @@ def src_ids(s: Sizes, n: torch.Tensor) -> torch.Tensor:
 
 def build(sub, cls: str, *args, what: str | None = None):
     """The student's class `cls` built in the worker with `args`; a handle to it."""
-    return checks.call(sub.new, cls, *args, what=f"{what or cls}(...) constructor")
+    return verdicts.call(sub.new, cls, *args, what=f"{what or cls}(...) constructor")
 
 
 def see(case: str) -> str:
@@ -53,10 +56,10 @@ def see(case: str) -> str:
 
 
 def close(actual: torch.Tensor, expected: torch.Tensor, what: str, hint: str, **tol) -> None:
-    """checks.close, with the hint also for NaN or inf: a case's hint names the cause whatever the wrong values are."""
-    checks.tensor(actual, what, tuple(expected.shape), expected.dtype)
-    checks.finite(actual, what, hint)
-    checks.close(actual, expected, what, hint, **tol)
+    """verdicts.close, with the hint also for NaN or inf: a case's hint names the cause whatever the wrong values are."""
+    verdicts.tensor(actual, what, tuple(expected.shape), expected.dtype)
+    verdicts.finite(actual, what, hint)
+    verdicts.close(actual, expected, what, hint, **tol)
 
 
 def edge_sizes(what: str, got: tuple, want: tuple, usual, matches: str, squeeze: str = "") -> None:
@@ -64,8 +67,8 @@ def edge_sizes(what: str, got: tuple, want: tuple, usual, matches: str, squeeze:
     wrong at the usual sizes (`usual()` fails) is sent to the case `matches`, which names the cause; code right
     there but wrong here gets the size-1 hint."""
     (context, alpha), (rc, ra) = got, want
-    if not (checks.is_close(alpha, ra) and checks.is_close(context, rc)) and not right_elsewhere(usual):
-        checks.fail(f"{what} differs from the reference at the usual sizes too, not only at this one. " + see(matches))
+    if not (verdicts.is_close(alpha, ra) and verdicts.is_close(context, rc)) and not right_elsewhere(usual):
+        verdicts.fail(f"{what} differs from the reference at the usual sizes too, not only at this one. " + see(matches))
     edge = ("The values are right at the usual sizes but not when a dimension has size 1: squeeze only the "
             f"dimension you added{squeeze}, not every size-1 dimension.")
     close(alpha, ra, "alpha", edge)
@@ -77,7 +80,7 @@ def right_elsewhere(check) -> bool:
     only when the code is right elsewhere, and otherwise sends the student to the case that names the cause."""
     try:
         check()
-    except checks.CaseFailure:
+    except verdicts.CaseFailure:
         return False
     return True
 
@@ -90,17 +93,17 @@ def on_meta(fn, *args, what: str, hint: str):
     special-cases meta (`if x.device.type == "meta": return torch.empty(...)`) would pass them without being
     device-agnostic. They run everywhere as a hint; their point went to a value-checked case of the piece."""
     try:
-        with checks.meta_answers():
+        with verdicts.meta_answers():
             return fn(*args)
     except RemoteError as e:
         if e.kind != "not_implemented":
-            raise checks.student_failure(e, what) from None
+            raise verdicts.student_failure(e, what) from None
         message = str(e)
-    except NotImplementedError as e:  # checks.call already turned the worker's answer into one
+    except NotImplementedError as e:  # verdicts.call already turned the worker's answer into one
         message = str(e)
     if "meta tensor" not in message:
         raise NotImplementedError(message)
-    checks.fail(f"{what} mixed the inputs with a tensor it made on the CPU (torch could not copy a meta tensor into "
+    verdicts.fail(f"{what} mixed the inputs with a tensor it made on the CPU (torch could not copy a meta tensor into "
                 f"it); {hint}.")
 
 
@@ -118,9 +121,9 @@ def decoded_accuracy(model, pairs: list, what: str) -> dict[int, float]:
         with torch.no_grad():
             return evaluate.accuracy_by_length(model, pairs)
     except RemoteError as e:
-        raise checks.student_failure(e, f"{what}, while the grader decoded with it") from None
+        raise verdicts.student_failure(e, f"{what}, while the grader decoded with it") from None
     except (TypeError, ValueError, IndexError, AttributeError, RuntimeError) as e:
-        checks.fail(f"decoding with {what} after training failed ({type(e).__name__}: {str(e)[:200]}); forward_step "
+        verdicts.fail(f"decoding with {what} after training failed ({type(e).__name__}: {str(e)[:200]}); forward_step "
                     "must return (logits, state, alpha) as documented.")
     finally:
         torch.set_num_threads(threads)
@@ -131,15 +134,15 @@ def trained_copy(model, judge: torch.nn.Module, what: str, layout_hint: str) -> 
 
     The worker only takes training steps: what it answers about decoding, or about its own progress, could be
     anything its code likes, so the accuracy is decoded here, from its parameters alone."""
-    state = checks.call(model.state, what=f"reading {what}'s trained parameters")
+    state = verdicts.call(model.state, what=f"reading {what}'s trained parameters")
     want = judge.state_dict()
     if not isinstance(state, dict) or set(state) != set(want):
-        checks.fail(f"{what}'s trained parameters are not the lab's layout; {layout_hint}.")
+        verdicts.fail(f"{what}'s trained parameters are not the lab's layout; {layout_hint}.")
     for name, ref in want.items():
         got = state[name]
         if (not isinstance(got, torch.Tensor) or got.layout != torch.strided or got.device.type != "cpu"
                 or got.dtype != ref.dtype or got.shape != ref.shape):
-            checks.fail(f"{what}'s trained parameter {name!r} is not a {ref.dtype} CPU tensor of shape "
+            verdicts.fail(f"{what}'s trained parameter {name!r} is not a {ref.dtype} CPU tensor of shape "
                         f"{tuple(ref.shape)}; {layout_hint}.")
     judge.load_state_dict(state)
     return judge.eval()
@@ -154,17 +157,17 @@ def graded_training(model, cfg: train.TrainConfig, warm: dict, what: str, layout
     import time
 
     start = time.perf_counter()
-    lacks = checks.call(model.load, warm, False, what="loading the lab's trained parameters")
+    lacks = verdicts.call(model.load, warm, False, what="loading the lab's trained parameters")
     if not isinstance(lacks, list) or lacks:
-        checks.fail(f"{what} lacks {str(lacks[0] if isinstance(lacks, list) else lacks)[:80]!r}; {layout_hint}.")
+        verdicts.fail(f"{what} lacks {str(lacks[0] if isinstance(lacks, list) else lacks)[:80]!r}; {layout_hint}.")
     valid = cfg.valid_pairs()
     fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
     step = 0
     while step < cfg.max_steps:
         chunk = min(cfg.eval_every - step % cfg.eval_every, cfg.max_steps - step)
-        done = checks.call(model.train_steps, fields, chunk, what=f"training {what}")
+        done = verdicts.call(model.train_steps, fields, chunk, what=f"training {what}")
         if type(done) is not int or done != step + chunk:  # the loop ends only if the steps are taken
-            checks.fail(f"the training run reported step {str(done)[:20]} after {step} + {chunk} steps; the lab's "
+            verdicts.fail(f"the training run reported step {str(done)[:20]} after {step} + {chunk} steps; the lab's "
                         "training loop takes every step it is asked for, so something in the worker changed it.")
         step = done
         acc = decoded_accuracy(trained_copy(model, judge, what, layout_hint), valid, what)

@@ -24,9 +24,9 @@ from typing import Callable
 
 import torch
 
-from .. import host
-from ..sandbox import signal_name
-from ..worker import wire
+from grader import host
+from grader.runner.launch import signal_name
+from grader.worker import wire
 
 MAX_CALLBACKS = 20000  # questions one call may ask the judge's model (a greedy decode asks one per step)
 OUTPUT_TAIL = 64 * 1024  # bytes of a piece's prints kept for the report
@@ -50,15 +50,15 @@ class WorkerLost(Exception):
 
 
 class WorkerServer:
-    """The judge's connection to grader.worker.server, started here when no descriptor was inherited (Linux)."""
+    """The judge's connection to grader.worker.forkserver, started here when no descriptor was inherited (Linux)."""
 
     def __init__(self, fd: int | None = None) -> None:
         self.proc = None
         if fd is None:
             mine, theirs = socket.socketpair()
-            from ..sandbox import worker_env
+            from grader.runner.launch import worker_env
 
-            self.proc = subprocess.Popen(host.python("grader.worker.server", str(theirs.fileno())),
+            self.proc = subprocess.Popen(host.python("grader.worker.forkserver", str(theirs.fileno())),
                                          pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL, env=worker_env(), cwd=tempfile.gettempdir())
             theirs.close()
@@ -133,14 +133,14 @@ class SpawnedWorkers:
         self.procs: dict[int, subprocess.Popen] = {}
 
     def start(self, memory_gb: float, cpu_seconds: int) -> tuple[int, socket.socket, subprocess.Popen]:
-        from ..sandbox import worker_env
+        from grader.runner.launch import worker_env
 
         token = secrets.token_hex(16)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
             listener.bind(("127.0.0.1", 0))
             listener.listen(4)
             try:
-                proc = subprocess.Popen(host.python("grader.worker.server", "--connect", str(listener.getsockname()[1])),
+                proc = subprocess.Popen(host.python("grader.worker.forkserver", "--connect", str(listener.getsockname()[1])),
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         env=worker_env(), cwd=tempfile.gettempdir())
             except OSError as e:
@@ -523,7 +523,7 @@ class Submission:
 
 
 class RemoteSeq2Seq:
-    """The judge's view of a student's Seq2SeqAttn in a worker, enough for grader.evaluate's greedy decoding.
+    """The judge's view of a student's Seq2SeqAttn in a worker, enough for grader.lab.evaluate's greedy decoding.
 
     Every decoder step's answer is checked here before the evaluator counts it: logits (B, vocab) of
     floats and alpha (B, T_src). Logits of another shape would broadcast against the gold tokens and
@@ -575,9 +575,9 @@ class _Decoder:
 
 
 def lab_sources(names: tuple[str, ...]) -> list[tuple[str, str]]:
-    """The text of the lab's own modules a piece's worker needs (grader/<name>.py, in the order given): workers
+    """The text of the lab's own modules a piece's worker needs (grader/lab/<name>.py, in the order given): workers
     import no lab module of their own, so none holds code that computes another piece's answer."""
-    here = Path(__file__).resolve().parent.parent
+    here = Path(__file__).resolve().parent.parent / "lab"
     return [(name, (here / f"{name}.py").read_text(encoding="utf-8")) for name in names]
 
 
@@ -604,7 +604,7 @@ def student_sources(submission: Path, reference: Path | None, stem: str, order: 
     """What a worker loads: the student's file for `stem` last, and before it, in dependency order, only
     the lab modules it imports and what those import in turn: the reference's (their stubs where
     `stubbed`), or the student's own in public mode. Only regular files are read."""
-    from ..stubs import stub_source
+    from grader.lesson.stubs import stub_source
 
     def read(path: Path) -> str | None:
         if not path.is_file() or path.is_symlink():

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from grader import checks
+from grader.judge import verdicts
 
 B, T, E, H, V = 3, 7, 5, 6, 11
 
@@ -15,12 +15,12 @@ def mask() -> torch.Tensor:
 
 def attention_properties(out, enc: torch.Tensor, m: torch.Tensor) -> None:
     """(context, alpha) from an attention module: shapes, a distribution over real tokens, the weighted sum."""
-    context, alpha = checks.pair(out, "forward's result (context, alpha)")
-    checks.tensor(context, "context", (B, H), torch.float32)
-    checks.tensor(alpha, "alpha", (B, T), torch.float32)
-    checks.finite(alpha, "alpha", "Fill pad scores, not real ones: src_mask is True at real tokens.")
+    context, alpha = verdicts.pair(out, "forward's result (context, alpha)")
+    verdicts.tensor(context, "context", (B, H), torch.float32)
+    verdicts.tensor(alpha, "alpha", (B, T), torch.float32)
+    verdicts.finite(alpha, "alpha", "Fill pad scores, not real ones: src_mask is True at real tokens.")
     if alpha.masked_select(~m).abs().max() > 0:
-        checks.fail("alpha is not exactly 0 at pad positions: set their scores to -inf before the softmax.")
-    if not checks.is_close(alpha.sum(-1), torch.ones(B)):
-        checks.fail("the rows of alpha do not sum to 1: softmax over the source positions.")
-    checks.close(context, (alpha[..., None] * enc).sum(1), "context", "The context is the alpha-weighted sum of encoder states.")
+        verdicts.fail("alpha is not exactly 0 at pad positions: set their scores to -inf before the softmax.")
+    if not verdicts.is_close(alpha.sum(-1), torch.ones(B)):
+        verdicts.fail("the rows of alpha do not sum to 1: softmax over the source positions.")
+    verdicts.close(context, (alpha[..., None] * enc).sum(1), "context", "The context is the alpha-weighted sum of encoder states.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader import checks
+from grader.judge import verdicts
 from grader.public.common import B, H, T, attention_properties, mask
 
 pytestmark = pytest.mark.piece("additive")
@@ -12,6 +12,6 @@ pytestmark = pytest.mark.piece("additive")
 
 @pytest.mark.points(1)
 def test_alpha_is_a_distribution_over_real_tokens(sub):
-    m = checks.call(sub.new, "BahdanauAttention", H, what="BahdanauAttention(...)")
+    m = verdicts.call(sub.new, "BahdanauAttention", H, what="BahdanauAttention(...)")
     enc, mk = torch.randn(B, T, H), mask()
-    attention_properties(checks.call(m, enc, torch.randn(B, H), mk, what="BahdanauAttention.forward"), enc, mk)
+    attention_properties(verdicts.call(m, enc, torch.randn(B, H), mk, what="BahdanauAttention.forward"), enc, mk)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader import checks
+from grader.judge import verdicts
 from grader.public.common import B, E, H, T, V, mask
 
 pytestmark = pytest.mark.piece("decoder")
@@ -12,14 +12,14 @@ pytestmark = pytest.mark.piece("decoder")
 
 @pytest.mark.points(1)
 def test_a_step_and_the_model_return_the_documented_shapes(sub):
-    dec = checks.call(sub.new, "AttnDecoder", V, E, H, what="AttnDecoder(...)")
-    out = checks.call(dec.part("forward_step"), torch.randint(1, V, (B, 1)), (torch.randn(B, H), torch.randn(B, H)),
+    dec = verdicts.call(sub.new, "AttnDecoder", V, E, H, what="AttnDecoder(...)")
+    out = verdicts.call(dec.part("forward_step"), torch.randint(1, V, (B, 1)), (torch.randn(B, H), torch.randn(B, H)),
                       torch.randn(B, T, H), mask(), what="AttnDecoder.forward_step")
     if not isinstance(out, tuple) or len(out) != 3:
-        checks.fail("forward_step should return (logits, (h, c), alpha)")
-    checks.tensor(out[0], "logits", (B, V), torch.float32)
-    model = checks.call(sub.new, "Seq2SeqAttn", V, V + 2, E, H, what="Seq2SeqAttn(...)")
-    logits, alpha = checks.pair(checks.call(model, torch.randint(1, V, (B, T)), mask(), torch.randint(1, V + 2, (B, 5)),
+        verdicts.fail("forward_step should return (logits, (h, c), alpha)")
+    verdicts.tensor(out[0], "logits", (B, V), torch.float32)
+    model = verdicts.call(sub.new, "Seq2SeqAttn", V, V + 2, E, H, what="Seq2SeqAttn(...)")
+    logits, alpha = verdicts.pair(verdicts.call(model, torch.randint(1, V, (B, T)), mask(), torch.randint(1, V + 2, (B, 5)),
                                             what="Seq2SeqAttn.forward"), "the model's result (logits, alpha)")
-    checks.tensor(logits, "logits", (B, 4, V + 2), torch.float32)
-    checks.tensor(alpha, "alpha", (B, 4, T), torch.float32)
+    verdicts.tensor(logits, "logits", (B, 4, V + 2), torch.float32)
+    verdicts.tensor(alpha, "alpha", (B, 4, T), torch.float32)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader import checks
+from grader.judge import verdicts
 from grader.public.common import B, H, T, attention_properties, mask
 
 pytestmark = pytest.mark.piece("luong")
@@ -12,6 +12,6 @@ pytestmark = pytest.mark.piece("luong")
 
 @pytest.mark.points(1)
 def test_alpha_is_a_distribution_over_real_tokens(sub):
-    m = checks.call(sub.new, "LuongDotAttention", what="LuongDotAttention()")
+    m = verdicts.call(sub.new, "LuongDotAttention", what="LuongDotAttention()")
     enc, mk = torch.randn(B, T, H), mask()
-    attention_properties(checks.call(m, enc, torch.randn(B, H), mk, what="LuongDotAttention.forward"), enc, mk)
+    attention_properties(verdicts.call(m, enc, torch.randn(B, H), mk, what="LuongDotAttention.forward"), enc, mk)

@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..host import resource
+from grader.host import resource
 
 NOBODY = 65534
 CLONE_THREAD = 0x00010000
@@ -266,7 +266,7 @@ def nobody_can_read_interpreter() -> bool:
 
 def interpreter_paths() -> list[str]:
     """Every place the interpreter reads from: a venv's prefix and the base interpreter's under it, and sys.path."""
-    from .. import ROOT  # the lab's own folder is closed to workers anyway (Landlock)
+    from grader import ROOT  # the lab's own folder is closed to workers anyway (Landlock)
 
     lab = os.path.realpath(ROOT)
     found = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, os.path.dirname(sys.executable),

@@ -13,7 +13,7 @@ import types
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import wire
+from grader.worker import wire
 
 SUB_PKG = "attnlab_submission"
 LAB_MODELS = {"Seq2SeqLuong": "luong_model"}  # built by name around a student's module: {class: lab module}
@@ -44,12 +44,13 @@ class Worker:
         torch.manual_seed(seed)
         random.seed(seed)
         torch.set_num_threads(threads)
-        for i, (stem, source) in enumerate(lab):  # the lab modules this piece needs, as `grader.<stem>`
+        for i, (stem, source) in enumerate(lab):  # the lab modules this piece needs, as `grader.lab.<stem>`
             lab[i] = (stem, None)
-            mod = types.ModuleType(f"grader.{stem}")
-            mod.__file__, mod.__package__ = f"<lab {stem}.py>", "grader"
+            mod = types.ModuleType(f"grader.lab.{stem}")
+            mod.__file__, mod.__package__ = f"<lab {stem}.py>", "grader.lab"
             sys.modules[mod.__name__] = mod
             exec(compile(source, mod.__file__, "exec"), mod.__dict__)  # noqa: S102 - the judge's own lab code
+            setattr(sys.modules["grader.lab"], stem, mod)
             del source
         pkg = types.ModuleType(SUB_PKG)
         pkg.__path__ = []
@@ -124,7 +125,7 @@ class Worker:
             # a lab model (trusted code, imported before the jail) around the student's module, or the student's class
             if req["cls"].startswith("@lab:"):
                 name = req["cls"][5:]
-                cls = getattr(sys.modules[f"grader.{LAB_MODELS[name]}"], name)  # KeyError: not this piece's
+                cls = getattr(sys.modules[f"grader.lab.{LAB_MODELS[name]}"], name)  # KeyError: not this piece's
             else:
                 cls = getattr(self.module, req["cls"])
             args, kwargs = self.args(req)
@@ -172,7 +173,7 @@ class Worker:
                 fn(*args, **kwargs)
             return counter.count
         if cmd == "train":
-            from ..train import Trainer
+            from grader.lab.train import Trainer
 
             name = req["name"]
             if name not in self.trainers:

@@ -207,10 +207,12 @@ def _tensor(obj: dict, budget: list[int]) -> torch.Tensor:
         raise WireError("a tensor too large or of an unknown dtype")
     if device == "meta":
         return torch.empty(shape, dtype=_DTYPES[dtype], device="meta")
-    if type(data) is not torch.Tensor or list(data.shape) != shape or data.dtype != _DTYPES[dtype]:
+    if type(data) is not torch.Tensor:
         raise WireError("a tensor whose data does not match its shape")
     if data.layout is not torch.strided or data.is_quantized or data.is_nested:  # sparse, quantized, nested
         raise WireError("a tensor that is not a plain dense one (sparse, quantized or nested)")
+    if list(data.shape) != shape or data.dtype != _DTYPES[dtype]:  # a nested tensor has no shape to read
+        raise WireError("a tensor whose data does not match its shape")
     # encode sends each tensor contiguous, in a storage of its own size: anything else (a stride-0 view of one
     # element, many views of one storage) would make the clone below far larger than the frame that carried it
     size = numel * data.element_size()

@@ -44,7 +44,7 @@ def test_plots_are_written_where_the_report_says(tmp_path, monkeypatch):
 
 
 def test_the_regrade_grades_a_notebook_only_student_as_grade_and_classroom_do(tmp_path):
-    from grader import notebook
+    from grader.lesson import notebook
 
     dana = tmp_path / "dana"
     shutil.copytree(ROOT / "exercises", dana)  # every .py file still the untouched stub
@@ -58,7 +58,7 @@ def test_the_regrade_grades_a_notebook_only_student_as_grade_and_classroom_do(tm
 
 def test_grade_batch_takes_the_folder_gh_classroom_clone_writes(tmp_path, monkeypatch):
     """One folder per repository, each with exercises/ and .git; a link given on the command line is a row."""
-    from grader import batch as verb
+    from grader.verbs import batch as verb
     from grader.pieces import PIECES
 
     monkeypatch.setattr(verb, "PIECES", {"context": PIECES["context"]})

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from grader.pieces import PIECES
-from grader.report import title
+from grader.runner.report import title
 
 from helpers import grade_dict, make_submission, scores
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader.sandbox import Limits
+from grader.runner.results import Limits
 
 from helpers import at_import, grade_dict, scores
 
@@ -38,7 +38,7 @@ FAULTS = {
     "reading the reference from disk": (at_import(
         "import grader, pathlib\n"
         "exec((pathlib.Path(grader.__file__).parent.parent / 'reference' / 'encoder.py').read_text())"), "Permission denied"),
-    "an import the worker cannot read": (at_import("import grader.evaluate"), "evaluate"),  # not found or refused
+    "an import the worker cannot read": (at_import("import grader.lab.evaluate"), "evaluate"),  # not found or refused
 }
 
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from grader import ROOT
 from grader.cli import cli
 from grader.pieces import PIECES
-from grader.sandbox import Limits
+from grader.runner.results import Limits
 
 from helpers import REFERENCE, grade_dict, scores
 

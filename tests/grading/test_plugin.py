@@ -32,7 +32,7 @@ def test_hangs(sub):
 
 @pytest.mark.points(3)
 def test_still_runs_after_a_hang(sub):
-    from grader.checks import fail
+    from grader.judge.verdicts import fail
     fail("a hint for the student")
 """
 
@@ -49,7 +49,7 @@ def run_graded(pytester: pytest.Pytester, cases: str, encoder: str, *extra: str)
         "sys.exit(pytest.main(['--attnlab-key-fd', str(fd)] + sys.argv[1:]))\n"
     )
     result = pytester.run(
-        sys.executable, "-c", code, "-p", "grader.plugin", "-p", "pytest_timeout", "-p", "no:cacheprovider",
+        sys.executable, "-c", code, "-p", "grader.judge.plugin", "-p", "pytest_timeout", "-p", "no:cacheprovider",
         "--attnlab-submission", str(sub), "--attnlab-piece", "encoder", "--attnlab-records", str(records),
         "--attnlab-reference", str(ROOT / "reference"), *extra, "test_cases.py", timeout=120,
     )
@@ -72,12 +72,12 @@ def test_the_plugin_is_inert_without_a_submission(plain):
         def test_plain():
             assert True
     """)
-    result = plain.runpytest_subprocess("-p", "grader.plugin", "--strict-markers")
+    result = plain.runpytest_subprocess("-p", "grader.judge.plugin", "--strict-markers")
     result.assert_outcomes(passed=1)
 
 
 def test_markers_are_registered_with_their_signature(plain):
-    result = plain.runpytest_subprocess("-p", "grader.plugin", "--markers")
+    result = plain.runpytest_subprocess("-p", "grader.judge.plugin", "--markers")
     result.stdout.fnmatch_lines(["*piece(name)*", "*points(n)*", "*slow*"])
 
 

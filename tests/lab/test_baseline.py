@@ -1,10 +1,10 @@
-"""The no-attention baseline (grader/baseline.py): the model the plots draw beside the student's."""
+"""The no-attention baseline (grader/lab/baseline.py): the model the plots draw beside the student's."""
 from __future__ import annotations
 
 import torch
 
-from grader import toy
-from grader.baseline import Seq2SeqBaseline
+from grader.lab import toy
+from grader.lab.baseline import Seq2SeqBaseline
 
 
 def test_the_baseline_step_returns_logits_state_and_zero_alpha_of_the_documented_shapes():

@@ -1,10 +1,11 @@
-"""The trusted evaluator (grader/evaluate.py): the grader's accuracy by length, never the student's."""
+"""The trusted evaluator (grader/lab/evaluate.py): the grader's accuracy by length, never the student's."""
 from __future__ import annotations
 
 import pytest
 
-from grader import evaluate, toy
-from grader.baseline import Seq2SeqBaseline
+from grader.lab import evaluate
+from grader.lab import toy
+from grader.lab.baseline import Seq2SeqBaseline
 
 
 def test_the_trusted_evaluator_runs_the_baseline_unchanged():

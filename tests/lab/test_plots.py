@@ -1,4 +1,4 @@
-"""The plotting functions, the reference curves and `grader.plots.main`."""
+"""The plotting functions, the reference curves and `grader.plots.draw.main`."""
 from __future__ import annotations
 
 import hashlib
@@ -8,7 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader import ROOT, artifacts, plots, toy
+from grader import ROOT
+from grader.lab import artifacts
+from grader.plots import draw
+from grader.lab import toy
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -20,15 +23,15 @@ def _is_png(path: Path) -> bool:
 def test_heatmap_and_length_curve_write_png_files(tmp_path):
     src, tgt = "the red car sees a dog".split(), "le voiture rouge voit un chien <eos>".split()
     alpha = np.random.default_rng(0).dirichlet(np.ones(len(src)), size=len(tgt))  # (T_tgt, T_src)
-    heat = plots.heatmap(alpha, src, tgt, tmp_path / "h.png", "fake", mistakes=[1], caption="a note")
-    curve = plots.length_curve({"a": {n: 1 - n / 50 for n in range(1, 41)}, "b": {1: 1.0, 2: 0.5}},
+    heat = draw.heatmap(alpha, src, tgt, tmp_path / "h.png", "fake", mistakes=[1], caption="a note")
+    curve = draw.length_curve({"a": {n: 1 - n / 50 for n in range(1, 41)}, "b": {1: 1.0, 2: 0.5}},
                                tmp_path / "c.png", "fake", mark=30)
     assert _is_png(heat) and _is_png(curve)
 
 
 def test_heatmap_refuses_alpha_that_does_not_match_the_words(tmp_path):
     with pytest.raises(ValueError, match="expected \\(2, 3\\)"):
-        plots.heatmap(np.zeros((3, 2)), ["a", "b", "c"], ["x", "y"], tmp_path / "h.png", "fake")
+        draw.heatmap(np.zeros((3, 2)), ["a", "b", "c"], ["x", "y"], tmp_path / "h.png", "fake")
 
 
 def test_the_reference_curves_match_their_checksum_and_cover_lengths_1_to_40():
@@ -44,7 +47,7 @@ def test_the_reference_curves_match_their_checksum_and_cover_lengths_1_to_40():
 
 def _submission(where: Path, broken: dict[str, str] | None = None) -> Path:
     where.mkdir()
-    for stem in plots.LOADED + ["evaluation"]:
+    for stem in draw.LOADED + ["evaluation"]:
         (where / f"{stem}.py").write_text((ROOT / "reference" / f"{stem}.py").read_text())
     for stem, text in (broken or {}).items():
         (where / f"{stem}.py").write_text(text)
@@ -53,11 +56,11 @@ def _submission(where: Path, broken: dict[str, str] | None = None) -> Path:
 
 @pytest.fixture
 def quick(monkeypatch):
-    monkeypatch.setenv(plots.STEPS_ENV, "30")
+    monkeypatch.setenv(draw.STEPS_ENV, "30")
 
 
 def test_main_draws_both_plots_with_both_models_for_a_reference_submission(tmp_path, quick):
-    pngs = plots.main(submission=_submission(tmp_path / "sub"), out=tmp_path / "out", timeout=240)
+    pngs = draw.main(submission=_submission(tmp_path / "sub"), out=tmp_path / "out", timeout=240)
     assert [p.name for p in pngs] == ["heatmap.png", "length_curve.png"] and all(map(_is_png, pngs))
     record = json.loads((tmp_path / "out" / "plots.json").read_text())
     assert record["notes"] == []
@@ -75,8 +78,8 @@ def test_heatmaps_draw_two_panels_side_by_side_wider_than_one(tmp_path):
 
     src, tgt = "the red car sees a dog".split(), "le voiture rouge voit un chien <eos>".split()
     alpha = np.random.default_rng(0).dirichlet(np.ones(len(src)), size=len(tgt))  # (T_tgt, T_src)
-    one = plots.heatmaps([("additive", alpha, tgt, [])], src, tmp_path / "one.png", "t")
-    two = plots.heatmaps([("additive", alpha, tgt, []), ("dot", alpha, tgt, [2])], src, tmp_path / "two.png", "t",
+    one = draw.heatmaps([("additive", alpha, tgt, [])], src, tmp_path / "one.png", "t")
+    two = draw.heatmaps([("additive", alpha, tgt, []), ("dot", alpha, tgt, [2])], src, tmp_path / "two.png", "t",
                          expected=[0, 2, 1, 3, 4, 5, None])
     assert _is_png(one) and _is_png(two)
     assert Image.open(two).size[0] > 1.6 * Image.open(one).size[0]
@@ -84,7 +87,7 @@ def test_heatmaps_draw_two_panels_side_by_side_wider_than_one(tmp_path):
 
 def test_main_uses_the_reference_decoder_when_the_submissions_has_a_syntax_error(tmp_path, quick):
     sub = _submission(tmp_path / "sub", {"decoder": "def broken(:\n"})
-    pngs = plots.main(submission=sub, out=tmp_path / "out", timeout=240)
+    pngs = draw.main(submission=sub, out=tmp_path / "out", timeout=240)
     assert all(map(_is_png, pngs))
     notes = json.loads((tmp_path / "out" / "plots.json").read_text())["notes"]
     assert len(notes) == 1 and "syntax error" in notes[0] and "reference decoder" in notes[0]
@@ -92,35 +95,35 @@ def test_main_uses_the_reference_decoder_when_the_submissions_has_a_syntax_error
 
 def test_main_falls_back_for_a_piece_that_still_raises_not_implemented(tmp_path, quick):
     sub = _submission(tmp_path / "sub", {"context": (ROOT / "exercises" / "context.py").read_text()})
-    plots.main(submission=sub, out=tmp_path / "out", timeout=240)
+    draw.main(submission=sub, out=tmp_path / "out", timeout=240)
     notes = json.loads((tmp_path / "out" / "plots.json").read_text())["notes"]
     assert len(notes) == 1 and "context.py is not finished" in notes[0]
 
 
 def test_main_uses_the_reference_luong_when_the_submissions_still_raises_not_implemented(tmp_path, quick):
     sub = _submission(tmp_path / "sub", {"luong": (ROOT / "exercises" / "luong.py").read_text()})
-    plots.main(submission=sub, out=tmp_path / "out", timeout=240)
+    draw.main(submission=sub, out=tmp_path / "out", timeout=240)
     notes = json.loads((tmp_path / "out" / "plots.json").read_text())["notes"]
     assert len(notes) == 1 and "luong.py is not finished" in notes[0]
 
 
 def test_main_reports_a_crashing_model_in_one_line(tmp_path, quick):
     broken = "def attention_context(alpha, encoder_outputs):\n    return 1 / 0\n"
-    with pytest.raises(plots.PlotError) as err:
-        plots.main(submission=_submission(tmp_path / "sub", {"context": broken}), out=tmp_path / "out", timeout=120)
+    with pytest.raises(draw.PlotError) as err:
+        draw.main(submission=_submission(tmp_path / "sub", {"context": broken}), out=tmp_path / "out", timeout=120)
     message = str(err.value)
     assert "ZeroDivisionError" in message and "context.py, line 2" in message and "\n" not in message
 
 
 def test_main_stops_a_submission_that_hangs_at_its_timeout(tmp_path, quick):
     sub = _submission(tmp_path / "sub", {"encoder": "import time\ntime.sleep(600)\n"})
-    with pytest.raises(plots.PlotError, match="ran past 3 s"):
-        plots.main(submission=sub, out=tmp_path / "out", timeout=3)
+    with pytest.raises(draw.PlotError, match="ran past 3 s"):
+        draw.main(submission=sub, out=tmp_path / "out", timeout=3)
 
 
 def test_the_heatmap_sentence_has_about_12_distinct_words_and_two_adjective_noun_crossings():
-    src, tgt = plots._pick_sentence(toy.read_split("test"))
-    expected = plots._alignment(src)
+    src, tgt = draw._pick_sentence(toy.read_split("test"))
+    expected = draw._alignment(src)
     assert 10 <= len(src) <= 14 and len(set(src)) == len(src)
     assert len(expected) == len(tgt) + 1 and expected[-1] is None  # one per target word, then <eos>
     crossings = [t for t in range(len(tgt) - 1) if expected[t] == expected[t + 1] + 1]
@@ -129,15 +132,15 @@ def test_the_heatmap_sentence_has_about_12_distinct_words_and_two_adjective_noun
 
 def test_main_refuses_a_folder_without_lab_files_in_one_line(tmp_path):
     (tmp_path / "empty").mkdir()
-    with pytest.raises(plots.PlotError, match="holds none of encoder.py"):
-        plots.main(submission=tmp_path / "empty", out=tmp_path / "out")
+    with pytest.raises(draw.PlotError, match="holds none of encoder.py"):
+        draw.main(submission=tmp_path / "empty", out=tmp_path / "out")
 
 
 def _drawn(monkeypatch) -> list[dict]:
     """What the drawing functions hand to _save, measured as laid out before saving (in points from the bottom):
     the titles, the footnote (the last free text) and the lowest edge of each axes with its tick and axis labels."""
     measured = []
-    save = plots._save
+    save = draw._save
 
     def keep(fig, path):
         fig.draw_without_rendering()
@@ -152,7 +155,7 @@ def _drawn(monkeypatch) -> list[dict]:
         })
         return save(fig, path)
 
-    monkeypatch.setattr(plots, "_save", keep)
+    monkeypatch.setattr(draw, "_save", keep)
     return measured
 
 
@@ -164,7 +167,7 @@ def test_a_heatmaps_figure_title_stands_clear_of_the_panel_titles_and_the_footno
     measured = _drawn(monkeypatch)
     src, tgt = TWELVE
     alpha = np.random.default_rng(0).dirichlet(np.ones(len(src)), size=len(tgt))
-    plots.heatmaps([("Bahdanau (additive scores), 2100 steps", alpha, tgt, [3]), ("Luong (scaled dot scores)", alpha, tgt, [])],
+    draw.heatmaps([("Bahdanau (additive scores), 2100 steps", alpha, tgt, [3]), ("Luong (scaled dot scores)", alpha, tgt, [])],
                    src, tmp_path / "h.png", "Where your models look while they translate (exercises/)",
                    expected=[0, 2, 1, 3, 5, 4, 7, 6, 8, 9, 11, 10, None], caption="expected: ...\norange boxes: ...\na note")
     m = measured[0]
@@ -177,7 +180,7 @@ def test_a_heatmaps_figure_title_stands_clear_of_the_panel_titles_and_the_footno
 def test_a_length_curves_footnote_sits_below_its_axis_label(tmp_path, monkeypatch):
     measured = _drawn(monkeypatch)
     curves = {"a": {n: 1 - n / 50 for n in range(1, 41)}, "b": {n: 0.5 for n in range(1, 41)}}
-    plots.length_curve(curves, tmp_path / "c.png", "t", mark=30, caption="test split, ...\nsecond line\nthird line")
+    draw.length_curve(curves, tmp_path / "c.png", "t", mark=30, caption="test split, ...\nsecond line\nthird line")
     assert measured[0]["footnote"] <= measured[0]["lowest"]
 
 
@@ -187,7 +190,7 @@ def test_a_single_heatmap_panel_has_a_title_and_a_colour_bar(tmp_path, monkeypat
     src, tgt = TWELVE
     alpha = np.random.default_rng(0).dirichlet(np.ones(len(src)), size=len(tgt))
     subtitle, title = titles
-    plots.heatmaps([(subtitle, alpha, tgt, [])], src, tmp_path / "one.png", title)
+    draw.heatmaps([(subtitle, alpha, tgt, [])], src, tmp_path / "one.png", title)
     fig = measured[0]["figure"]
     panel, *bars = fig.axes
     assert panel.get_title(loc="left") == "Where your Bahdanau model looks" and fig._suptitle is None

@@ -5,7 +5,10 @@ import hashlib
 import json
 import re
 
-from grader import ROOT, manifest, stubs, toy
+from grader import ROOT
+from grader.runner import manifest
+from grader.lesson import stubs
+from grader.lab import toy
 from grader.pieces import PIECES
 
 

@@ -1,4 +1,4 @@
-"""The grader's trainer (grader/train.py) is deterministic: the same seed gives the same weights and losses,
+"""The grader's trainer (grader/lab/train.py) is deterministic: the same seed gives the same weights and losses,
 another seed other ones. A few steps of a small baseline on a slice of the toy data: no real training."""
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import dataclasses
 import pytest
 import torch
 
-from grader import toy
-from grader.baseline import Seq2SeqBaseline
-from grader.train import TrainConfig, Trainer
+from grader.lab import toy
+from grader.lab.baseline import Seq2SeqBaseline
+from grader.lab.train import TrainConfig, Trainer
 
 STEPS = 6
 PAIRS = toy.read_split("train")[:256]

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from grader import ROOT, host
-from grader.check import main as check_main
-from grader.report import GRADER_ERROR
+from grader.verbs.grade import main as check_main
+from grader.runner.report import GRADER_ERROR
 from grader.worker import jail
 
 from helpers import QUICK, REFERENCE, grade_dict
@@ -154,10 +154,10 @@ def test_the_gpu_checks_device_bug_fails_the_device_case_that_runs_everywhere(la
 
 
 def test_without_fork_check_from_a_notebook_and_the_plots_work(nofork_python, tmp_path):
-    from grader import notebook
+    from grader.lesson import notebook
 
     nb = notebook.write(tmp_path / "lesson.ipynb", source="reference")
-    code = f"from grader.notebook import check; print(repr(check('context', notebook={str(nb)!r})))"
+    code = f"from grader.lesson.notebook import check; print(repr(check('context', notebook={str(nb)!r})))"
     done = subprocess.run([str(nofork_python), "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "Runs(context 9/9)" in done.stdout, done.stderr[-2000:]
     done = run_grade(nofork_python, "context", "--quick", "--submission", str(REFERENCE), "--plots",

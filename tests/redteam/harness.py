@@ -25,12 +25,13 @@ from textwrap import dedent, indent
 from click.testing import CliRunner
 
 from grader import ROOT
-from grader import batch as batch_verb
-from grader.check import grade, stage
+from grader.verbs import batch as batch_verb
+from grader.runner.schedule import grade
+from grader.runner.stage import stage
 from grader.cli import cli
 from grader.pieces import PIECES
-from grader.report import as_dict, to_text
-from grader.sandbox import Limits
+from grader.runner.report import as_dict, to_text
+from grader.runner.results import Limits
 
 from helpers import QUICK, REFERENCE, shared_zygote
 
@@ -53,7 +54,8 @@ def secret_lines() -> frozenset[str]:
     for path in [*CASES.glob("*.py"), *REFERENCE.glob("*.py")]:
         for line in path.read_text().splitlines():
             s = line.strip()
-            if len(s) >= 25 and s not in public:
+            # a case's name (a needs marker's line) is no secret: every report names the cases
+            if len(s) >= 25 and s not in public and not re.fullmatch(r'"test_\w+",?\)?', s):
                 found.add(s)
     return frozenset(found)
 

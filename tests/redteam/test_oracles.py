@@ -11,7 +11,7 @@ import re
 import pytest
 import torch
 
-from grader import checks
+from grader.judge import verdicts
 
 from helpers import REFERENCE
 
@@ -93,8 +93,8 @@ def test_a_failed_comparison_says_an_order_of_magnitude_never_the_error():
     expected = torch.tensor([[9.96, -0.325]])
     for actual, said in ((torch.zeros(1, 2), "off by more than 1"), (expected + 0.00712, "off by about 1e-2"),
                          (expected + torch.tensor([[0.0, 3.3e-4]]), "off by about 1e-3"), (expected + 0.5, "off by less than 1")):
-        with pytest.raises(checks.CaseFailure) as e:
-            checks.close(actual, expected, "context", "hint")
+        with pytest.raises(verdicts.CaseFailure) as e:
+            verdicts.close(actual, expected, "context", "hint")
         assert said in str(e.value)
         assert not re.search(r"\d\.\d", str(e.value)), str(e.value)
 

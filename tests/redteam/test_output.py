@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 from click.testing import CliRunner
 
 from grader.cli import cli
-from grader.sandbox import OUTPUT_LIMIT
+from grader.runner.launch import OUTPUT_LIMIT
 
 from .harness import CONTEXT_SOLUTION, FULL, full_marks, hostile, judge, run_cli
 

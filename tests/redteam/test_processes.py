@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.sandbox import Limits
+from grader.runner.results import Limits
 
 from helpers import QUICK, REFERENCE, at_import, grade_dict, shared_zygote
 
@@ -166,7 +166,7 @@ def test_a_piece_stopped_at_its_time_limit_leaves_no_worker_behind(lab, arena):
     zygote, servers, end = shared_zygote(), [], time.monotonic() + 60
     while not servers and time.monotonic() < end:  # a zygote just started may not have started its server yet
         servers = [p for p in _children(zygote.proc.pid)
-                   if b"grader.worker.server" in Path(f"/proc/{p}/cmdline").read_bytes()]
+                   if b"grader.worker.forkserver" in Path(f"/proc/{p}/cmdline").read_bytes()]
         time.sleep(0.05)
     assert len(servers) == 1
     before = _children(servers[0])
@@ -201,9 +201,9 @@ def test_a_graded_piece_leaves_no_cgroup_behind(lab, arena):
 
 
 def test_the_plots_run_student_code_in_the_jail(lab, arena, tmp_path, monkeypatch):
-    from grader import plots
+    from grader.plots import draw
 
-    monkeypatch.setenv(plots.STEPS_ENV, "30")
+    monkeypatch.setenv(draw.STEPS_ENV, "30")
     steal = f'''
 _payload()
 try:
@@ -213,6 +213,6 @@ except OSError as _e:
 print("PLOTREAD " + repr(_leak))
 '''
     sub = lab(files={"encoder": hostile("encoder", arena, end=steal)})
-    pngs = plots.main(submission=sub, out=tmp_path / "out", timeout=600)
+    pngs = draw.main(submission=sub, out=tmp_path / "out", timeout=600)
     assert all(p.is_file() for p in pngs)  # the honest part of the file still trains and draws
     arena.assert_unharmed()  # nothing written, spawned or signalled from the plots' workers

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import intake
-from grader import batch as batch_verb
+from grader.verbs import intake
+from grader.verbs import batch as batch_verb
 from grader.pieces import PIECES
 
 from helpers import QUICK, REFERENCE, make_submission
@@ -70,7 +70,7 @@ def refused(row: dict, *words: str) -> None:
 
 
 def solutions_notebook(path: Path) -> Path:
-    from grader import notebook
+    from grader.lesson import notebook
 
     return notebook.write(path, source="reference")
 

@@ -15,9 +15,12 @@ import pytest
 import torch
 
 from helpers import REFERENCE, grade_dict, make_submission, scores
-from grader import batch, check
+from grader.host import StartError
 from grader.pieces import PIECES, run_order
-from grader.sandbox import CaseResult, Limits, PieceRun
+from grader.runner import schedule
+from grader.runner.launch import selected
+from grader.runner.results import CaseResult, Limits, PieceRun
+from grader.verbs import batch
 
 FULL = Limits(case_timeout=30, piece_timeout=600, memory_gb=6)
 
@@ -38,7 +41,7 @@ class Log:
         time.sleep(0.02)
         with self.lock:
             self.running.discard(me)
-        chosen = check.selected(expected, limits, part)
+        chosen = selected(expected, limits, part)
         return PieceRun(piece, [CaseResult(c["case"], c["points"], c["case"] not in self.fail, "") for c in chosen])
 
 
@@ -54,10 +57,10 @@ class NoZygote:
 def log(monkeypatch):
     def install(fail=frozenset()) -> Log:
         fake = Log(fail)
-        monkeypatch.setattr(check, "run_piece", fake)
-        monkeypatch.setattr(check, "Zygote", NoZygote)
+        monkeypatch.setattr(schedule, "run_piece", fake)
+        monkeypatch.setattr(schedule, "Zygote", NoZygote)
         monkeypatch.setattr(batch, "Zygote", NoZygote)
-        monkeypatch.setattr(check, "FORK_SERVERS", True)
+        monkeypatch.setattr(schedule, "FORK_SERVERS", True)
         return fake
     return install
 
@@ -83,7 +86,7 @@ def test_every_piece_runs_after_the_pieces_whose_reference_its_worker_holds():
 def test_a_grade_runs_unit_cases_alone_and_only_training_side_by_side(log, tmp_path):
     fake = log()
     sub = make_submission(tmp_path / "alice")
-    runs = check.grade(submission=sub, pieces=list(PIECES), seed="0", limits=FULL)
+    runs = schedule.grade(submission=sub, pieces=list(PIECES), seed="0", limits=FULL)
     units = [e for e in fake.events if e[2] == "units"]
     assert [e[1] for e in units] == run_order(list(PIECES))
     first_training = min(i for i, e in enumerate(fake.events) if e[2] == "training")
@@ -96,7 +99,7 @@ def test_a_grade_runs_unit_cases_alone_and_only_training_side_by_side(log, tmp_p
 
 def test_a_training_case_whose_needed_unit_cases_failed_is_not_run_and_says_which_to_fix(log, tmp_path):
     fake = log({"test_the_model_matches_the_reference_under_teacher_forcing"})
-    runs = {r.name: r for r in check.grade(submission=make_submission(tmp_path / "bob"), pieces=list(PIECES),
+    runs = {r.name: r for r in schedule.grade(submission=make_submission(tmp_path / "bob"), pieces=list(PIECES),
                                            seed="0", limits=FULL)}
     assert ("bob", "decoder", "training") not in fake.events
     assert ("bob", "luong", "training") in fake.events
@@ -127,10 +130,10 @@ def test_a_batch_where_one_student_breaks_the_grader_still_grades_the_others(log
 
     def broken(piece, *args, **kwargs):
         if piece == "additive" and "# ben" in (args[1] / "encoder.py").read_text():
-            raise check.StartError("piece additive: its judge process exited")
+            raise StartError("piece additive: its judge process exited")
         return fake(piece, *args, **kwargs)
 
-    monkeypatch.setattr(check, "run_piece", broken)
+    monkeypatch.setattr(schedule, "run_piece", broken)
     subs = [make_submission(tmp_path / "class" / name, files={"encoder": (REFERENCE / "encoder.py").read_text()
                                                               + f"# {name}\n"}) for name in ("ann", "ben")]
     assert batch.main(submissions=subs, out=tmp_path / "book.csv", reports=None, jobs=2, seed="0",
@@ -189,7 +192,7 @@ FAKE_TRAINING = '''
 
 def _fake():
     import sys
-    lm, toy, tr = (sys.modules.get(f"grader.{m}") for m in ("luong_model", "toy", "train"))
+    lm, toy, tr = (sys.modules.get(f"grader.lab.{m}") for m in ("luong_model", "toy", "train"))
     if lm is None or tr is None:
         return  # a unit run: behave as written above
     taken = {}
@@ -238,7 +241,7 @@ def test_a_training_worker_that_fakes_its_steps_and_its_decoding_earns_no_traini
 
 @pytest.mark.slow
 def test_a_training_worker_that_never_advances_fails_its_case_at_once(tmp_path):
-    stall = "\n\nimport sys as _sys\nif 'grader.train' in _sys.modules:\n    _sys.modules['grader.train'].Trainer.run = lambda self, steps, progress=None: 0\n"
+    stall = "\n\nimport sys as _sys\nif 'grader.lab.train' in _sys.modules:\n    _sys.modules['grader.lab.train'].Trainer.run = lambda self, steps, progress=None: 0\n"
     sub = make_submission(tmp_path / "stall", edits={"luong": [("        return attention_context(alpha, encoder_outputs), alpha\n",
                                                                 "        return attention_context(alpha, encoder_outputs), alpha\n" + stall)]})
     got = grade_dict(sub, ["luong"], limits=FULL)

@@ -9,7 +9,7 @@ from textwrap import dedent, indent
 
 import pytest
 
-from grader.sandbox import Limits
+from grader.runner.results import Limits
 
 from .harness import MANIFEST, full_marks, hostile, judge
 
@@ -115,7 +115,7 @@ def _garbage(kind, logits, state, alpha):
 
 def _tamper(kind):
     try:
-        import grader.train as _train
+        import grader.lab.train as _train
         _train.Trainer.run = lambda self, steps, progress=None: self.cfg.max_steps  # "trained" in no time
     except BaseException:
         pass
@@ -123,8 +123,11 @@ def _tamper(kind):
     def load_state_dict(self, state, strict=True, assign=False):  # loads nothing, reports nothing missing
         return torch.nn.modules.module._IncompatibleKeys([], [])
 
+    try:
+        from grader.lab.luong_model import LuongDecoder
+    except BaseException:  # a unit run's worker holds no lab code: the forgery waits for the training run
+        return
     torch.nn.Module.load_state_dict = load_state_dict
-    from grader.luong_model import LuongDecoder
     if getattr(LuongDecoder, "_tampered", False):  # every case builds an attention: wrap once
         return
     LuongDecoder._tampered = True

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.release import student
+from grader.verbs.release import student
 
 
 @pytest.fixture(scope="package")

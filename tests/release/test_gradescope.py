@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from grader import ROOT
-from grader.gradescope import build
+from grader.verbs.gradescope import build
 
 REFERENCE = ROOT / "reference"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import notebook
-from grader.notebook import NOTEBOOK, NotebookError
+from grader.lesson import notebook
+from grader.lesson.notebook import NOTEBOOK, NotebookError
 from grader.pieces import PIECES
 
 from helpers import QUICK, grade_dict, scores
@@ -176,7 +176,7 @@ def test_the_registry_holds_each_reference_modules_relative_imports():
 
 
 def test_the_registry_recognises_each_generated_stub_by_its_digest():
-    from grader.stubs import expected
+    from grader.lesson.stubs import expected
 
     for piece in PIECES.values():
         stub = expected()[notebook.EXERCISES / f"{piece.module}.py"]
@@ -285,7 +285,7 @@ def test_release_solutions_without_the_notebook_extras_says_which_extra_and_writ
 
 def test_a_solution_notebook_that_fails_to_run_is_one_line_and_writes_nothing(tmp_path, monkeypatch):
     nbclient = pytest.importorskip("nbclient")
-    from grader import release
+    from grader.verbs import release
 
     def fail(self, **kwargs):
         raise RuntimeError("Kernel died before replying to kernel_info\nNoSuchKernel: python3")

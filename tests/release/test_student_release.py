@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import notebook
-from grader.release import student
+from grader.lesson import notebook
+from grader.verbs.release import student
 
 from helpers import REFERENCE
 
@@ -86,7 +86,7 @@ def solution_cells() -> dict[str, str]:
 
 
 def test_the_release_installs_alone_in_a_venv_and_imports_its_own_grader(installed):
-    probe = "import grader, grader.notebook, sys; print(grader.__file__); print(sys.prefix)"
+    probe = "import grader, grader.lesson.notebook, sys; print(grader.__file__); print(sys.prefix)"
     done = subprocess.run([str(installed.bin("python")), "-c", probe], cwd=installed.base, env=installed.env(),
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

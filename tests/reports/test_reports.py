@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from grader.report import classroom_payload, to_classroom, total_score
-from grader.sandbox import CaseResult, PieceRun
+from grader.runner.report import classroom_payload, to_classroom, total_score
+from grader.runner.results import CaseResult, PieceRun
 
 
 def reporter_log_points(payload: dict) -> float:
@@ -62,7 +62,7 @@ def runs_saying(message: str) -> list[PieceRun]:
 
 
 def rendered(fmt: str, runs: list[PieceRun]) -> str:
-    from grader import report
+    from grader.runner import report
 
     if fmt == "text":
         return report.to_text(runs, "sub\udcff", quick=(1, 5))
@@ -90,13 +90,13 @@ def test_a_message_with_lone_surrogates_and_controls_renders_printable_in_every_
 
 @pytest.mark.parametrize("fmt", ["text", "json", "junit", "gradescope"])
 def test_a_grader_error_with_a_lone_surrogate_renders_printable(fmt):
-    from grader.report import grader_error
+    from grader.runner.report import grader_error
 
     grader_error(fmt, "judge exited: \ud800").encode("utf-8")
 
 
 def test_safe_keeps_printable_text_and_a_valid_surrogate_pair():
-    from grader.report import safe
+    from grader.runner.report import safe
 
     assert safe("αβγ ✓ 😀 tab\there") == "αβγ ✓ 😀 tab here"
     assert safe("\ud83d\ude00") == "😀"

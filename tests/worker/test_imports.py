@@ -11,12 +11,13 @@ import pytest
 from grader import ROOT
 from grader.judge.remote import lab_sources, relative_imports, student_sources
 from grader.pieces import PIECES
-from grader.stubs import stub_source
-from grader.submission import ORDER
+from grader.lesson.stubs import stub_source
+from grader.judge.reference_code import ORDER
 
 from helpers import REFERENCE, make_submission
 
 GRADER = ROOT / "grader"
+LAB = GRADER / "lab"
 MANIFEST = json.loads((GRADER / "cases" / "manifest.json").read_text())
 
 
@@ -27,7 +28,7 @@ def top_level_relative_imports(source: str) -> set[str]:
     for node in ast.parse(source).body:
         if isinstance(node, ast.ImportFrom) and node.level == 1:
             names = [node.module.split(".")[0]] if node.module else [a.name for a in node.names]
-            found |= {n for n in names if (GRADER / f"{n}.py").is_file() or (GRADER / n).is_dir()}
+            found |= {n for n in names if (LAB / f"{n}.py").is_file() or (LAB / n).is_dir()}
     return found
 
 
@@ -47,7 +48,7 @@ def test_each_piece_is_given_the_lab_modules_its_registry_entry_names_read_from_
         got = lab_sources(piece.lab)
         assert [name for name, _ in got] == list(piece.lab)
         for name, text in got:
-            assert text == (GRADER / f"{name}.py").read_text(encoding="utf-8")
+            assert text == (LAB / f"{name}.py").read_text(encoding="utf-8")
 
 
 def test_only_the_pieces_with_a_training_case_are_given_lab_modules():
@@ -60,14 +61,14 @@ def test_each_lab_module_imports_only_lab_modules_given_before_it():
     for piece in PIECES.values():
         for i, (name, text) in enumerate(lab_sources(piece.lab)):
             needs = top_level_relative_imports(text)
-            assert needs <= set(piece.lab[:i]), f"{piece.name}: grader/{name}.py imports {needs - set(piece.lab[:i])}"
+            assert needs <= set(piece.lab[:i]), f"{piece.name}: grader/lab/{name}.py imports {needs - set(piece.lab[:i])}"
 
 
 def test_no_worker_is_given_the_evaluator_that_computes_the_evaluation_pieces_answer():
     assert not any("evaluate" in p.lab for p in PIECES.values())
     assert holders("accuracy_by_length") == set()
-    assert "evaluate" in relative_imports((GRADER / "train.py").read_text())  # train() imports it when called ...
-    assert "evaluate" not in top_level_relative_imports((GRADER / "train.py").read_text())  # ... never on import
+    assert "evaluate" in relative_imports((LAB / "train.py").read_text())  # train() imports it when called ...
+    assert "evaluate" not in top_level_relative_imports((LAB / "train.py").read_text())  # ... never on import
 
 
 def test_only_luongs_worker_holds_the_baselines_encoder_and_teacher_forced_decode():

@@ -11,7 +11,7 @@ import pytest
 
 from grader import ROOT
 from grader.worker import jail
-from grader.worker.server import readable_paths
+from grader.worker.forkserver import readable_paths
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the jail's layers are Linux's")
 

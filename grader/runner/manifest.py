@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import ROOT
+from grader import ROOT
 
 CASES_DIR = ROOT / "grader" / "cases"
 MANIFEST = CASES_DIR / "manifest.json"
@@ -23,7 +23,7 @@ def collect(path: Path, cases: Path = CASES_DIR) -> dict[str, list[dict]]:
     with tempfile.TemporaryDirectory() as tmp:
         ini = Path(tmp) / "pytest.ini"
         ini.write_text("[pytest]\n")
-        cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "grader.plugin", "-p", "no:cacheprovider",
+        cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "grader.judge.plugin", "-p", "no:cacheprovider",
                "-c", str(ini), "--rootdir", tmp, "--attnlab-manifest", str(path), str(cases)]
         env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONPATH": str(ROOT)}
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp)

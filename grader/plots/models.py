@@ -13,10 +13,12 @@ import sys
 import time
 from pathlib import Path
 
-from . import layout, toy, train
-from .judge.remote import LoadError, RemoteError, RemoteSeq2Seq, Slot, Submission, WorkerLost, Output, lab_sources
-from .judge.remote import relative_imports, worker_server
-from .pieces import PIECES, run_order
+from grader.runner import layout
+from grader.lab import toy
+from grader.lab import train
+from grader.judge.remote import LoadError, RemoteError, RemoteSeq2Seq, Slot, Submission, WorkerLost, Output, lab_sources
+from grader.judge.remote import relative_imports, worker_server
+from grader.pieces import PIECES, run_order
 
 # dependency order; evaluation.py is never loaded, the trusted evaluator stands in for it
 LOADED = [p for p in run_order(list(PIECES)) if p != "evaluation"]  # the modules the plots' models are built from
@@ -93,7 +95,7 @@ def _progress(name: str, step: int, total: int, start: float) -> None:
 def _train_and_read(sub: Submission, model, name: str, cfg: train.TrainConfig, sentence: tuple) -> Trained:
     """Train `model` (a worker handle) with the lab's loop to the stop rule, decoding validation here; then the
     test split's accuracy by length and the heatmap sentence's greedy decode."""
-    from . import evaluate
+    from grader.lab import evaluate
 
     remote = RemoteSeq2Seq(model, len(toy.TGT_ITOS))
     valid, fields = cfg.valid_pairs(), {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
@@ -158,7 +160,7 @@ def _build(sub: Submission, name: str, cfg: train.TrainConfig):
 
 def _run(texts: dict[str, str], own: list[str], cfgs: dict[str, train.TrainConfig], sentence: tuple,
          deadline: float, memory_gb: float) -> dict[str, Trained]:
-    from . import evaluate
+    from grader.lab import evaluate
 
     server = worker_server(None)
     output = Output()

@@ -6,7 +6,7 @@
 - `combine` is what `grade` grades in a folder that holds lesson.ipynb (exercises/): per piece its `.py`
   file, unless that file is still the untouched generated stub, in which case the notebook's cell, so a
   student who works only in the notebook gets the same grade as one who edits the files.
-- `check` grades one piece from inside a running kernel, the way otter's `grader.check` does.
+- `check` grades one piece from inside a running kernel, the way otter's `grader.verbs.grade` does.
 
 Building needs reference/ (an instructor's checkout); extracting, combining and checking do not: what
 they need about a piece comes from the registry in grader/pieces.py, as in a student release.
@@ -22,14 +22,14 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .lesson_cells import cells
-from .pieces import PIECES
-from .stubs import EXERCISES, HEADER as STUB_HEADER, REFERENCE, stub_source
+from grader.lesson.cells import cells
+from grader.pieces import PIECES
+from grader.lesson.stubs import EXERCISES, HEADER as STUB_HEADER, REFERENCE, stub_source
 
 if TYPE_CHECKING:
     import nbformat
 
-    from .sandbox import PieceRun
+    from grader.runner.results import PieceRun
 
 NOTEBOOK = EXERCISES / "lesson.ipynb"
 TAG = "piece:"
@@ -203,7 +203,7 @@ def digest(text: str) -> str:
 
 def _regular_text(path: Path) -> str | None:
     """A regular file's text (never through a link; None for anything else, or unreadable, or too big)."""
-    from .check import MAX_FILE
+    from grader.runner.stage import MAX_FILE
 
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -229,7 +229,7 @@ def _carry(src: Path, dest: Path) -> None:
     if stat.S_ISLNK(info.st_mode):
         os.symlink(os.readlink(src), dest)
     elif stat.S_ISREG(info.st_mode):
-        from .check import MAX_FILE
+        from grader.runner.stage import MAX_FILE
 
         fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         with os.fdopen(fd, "rb") as f:
@@ -299,7 +299,7 @@ class Runs(list):
     """The PieceRun list check() returns, shown in a notebook as one short line instead of a long repr."""
 
     def __repr__(self) -> str:
-        from .report import piece_score
+        from grader.runner.report import piece_score
 
         return "Runs(" + ", ".join("{} {}/{}".format(r.name, *piece_score(r)) for r in self) + ")"
 
@@ -326,10 +326,11 @@ def check(piece: str, *, quick: bool = True, notebook: str | Path | None = None)
     Outside IPython, or before such a cell has run, the piece's cell is read from `notebook`.
     The code is only written to a temporary file: grade() runs it in child processes, never here.
     """
-    from . import layout
-    from .check import DEFAULT_SEED, PUBLIC_NOTE, TrainingDisplay, grade, left_out
-    from .report import to_text
-    from .sandbox import Limits
+    from grader.runner import layout
+    from grader.runner.schedule import grade
+    from grader.verbs.grade import DEFAULT_SEED, PUBLIC_NOTE, TrainingDisplay, left_out
+    from grader.runner.report import to_text
+    from grader.runner.results import Limits
 
     if piece not in PIECES:
         raise NotebookError(f"there is no piece {piece!r}; the pieces are {', '.join(PIECES)}")

@@ -12,7 +12,8 @@ from typing import Callable
 import torch
 import torch.nn as nn
 
-from . import ROOT, toy, train
+from .. import ROOT
+from . import toy, train
 
 DIR = ROOT / "grader" / "artifacts"
 SUMS = DIR / "SHA256SUMS.json"

@@ -25,7 +25,7 @@ PIECE_HELP = "the piece whose cases run in this process"
 RECORDS_HELP = "file that receives one signed JSON record per case"
 SEED_HELP = "hidden seed every case's random inputs derive from (instructors rotate it)"
 REFERENCE_HELP = "folder holding the reference solution"
-WORKER_FD_HELP = "descriptor of a running worker server (grader.worker.server); without it the judge starts one"
+WORKER_FD_HELP = "descriptor of a running worker server (grader.worker.forkserver); without it the judge starts one"
 MEMORY_HELP = "address-space cap of each worker, in GB"
 PIECE_TIMEOUT_HELP = "seconds the piece may run; a worker's CPU-time limit follows from it"
 KEY_FD_HELP = "file descriptor from which the parent's one-line signing key is read (then closed)"
@@ -82,8 +82,8 @@ def pytest_configure(config: pytest.Config) -> None:
     key = _read_key(config.getoption("--attnlab-key-fd"))
     ref_opt = config.getoption("--attnlab-reference")
     ref = Path(ref_opt) if ref_opt else None  # None: a release without its sealed cases, public checks only
-    from .judge.remote import Output
-    from .submission import load_reference
+    from grader.judge.remote import Output
+    from grader.judge.reference_code import load_reference
 
     st = {
         "submission": Path(sub).resolve(),
@@ -169,7 +169,7 @@ def _piece_and_points(item: pytest.Item) -> tuple[str, int]:
 
 
 def _write_manifest(path: Path, items: list[pytest.Item]) -> None:
-    from .pieces import PIECES
+    from grader.pieces import PIECES
 
     found: dict[str, list[dict]] = {p: [] for p in PIECES}
     for item in items:
@@ -228,9 +228,9 @@ def progress(request: pytest.FixtureRequest):
 @pytest.fixture
 def sub(request: pytest.FixtureRequest):
     """The student's file for the piece under test, in the piece's jailed worker (grader.judge.remote.Submission)."""
-    from .judge.remote import Slot, Submission, lab_sources, student_sources, worker_server
-    from .pieces import PIECES
-    from .submission import ORDER
+    from grader.judge.remote import Slot, Submission, lab_sources, student_sources, worker_server
+    from grader.pieces import PIECES
+    from grader.judge.reference_code import ORDER
 
     st = _state(request.config)
     if st is None:
@@ -238,7 +238,7 @@ def sub(request: pytest.FixtureRequest):
     stem = PIECES[st["piece"]].module
     path = st["submission"] / f"{stem}.py"
     if not path.is_file() or path.is_symlink():
-        from .checks import CaseFailure
+        from grader.judge.verdicts import CaseFailure
 
         raise CaseFailure(f"{path.name} is missing from the submission folder; restore it from the lab.")
     if st["slot"] is None:
@@ -354,15 +354,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def grader_fault(exc: BaseException) -> bool:
     """Whether a case failed because the grader's own processes could not start or run (never the student's)."""
-    from .judge.remote import WorkerLost
+    from grader.judge.remote import WorkerLost
 
     return isinstance(exc, WorkerLost) and exc.server
 
 
 def explain(exc: BaseException, item: pytest.Item) -> str:
     """Turn whatever a case raised into one line for the student (never the case's source)."""
-    from .checks import CaseFailure
-    from .judge.remote import LoadError, RemoteError, WorkerLost
+    from grader.judge.verdicts import CaseFailure
+    from grader.judge.remote import LoadError, RemoteError, WorkerLost
 
     name = type(exc).__name__
     if isinstance(exc, (CaseFailure, LoadError)):
@@ -370,7 +370,7 @@ def explain(exc: BaseException, item: pytest.Item) -> str:
     if isinstance(exc, NotImplementedError):
         return f"not implemented yet ({exc})" if str(exc) else "not implemented yet"
     if isinstance(exc, RemoteError):
-        from .checks import student_failure
+        from grader.judge.verdicts import student_failure
 
         return str(student_failure(exc, "your code"))
     text = str(exc).strip().splitlines()

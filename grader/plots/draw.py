@@ -1,6 +1,6 @@
 """Pictures of a submission: attention heatmaps and accuracy against source length.
 
-`main` runs in the grader's process and never imports submission code: grader.plot_models trains the
+`main` runs in the grader's process and never imports submission code: grader.plots.models trains the
 submission's Seq2SeqAttn and Luong's model around its LuongDotAttention in jailed workers, as grading
 does, and decodes them here; this module draws what comes back.
 """
@@ -20,7 +20,7 @@ if "matplotlib.pyplot" not in sys.modules:  # a notebook that already plots keep
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .plot_models import LOADED, PlotError  # noqa: E402, F401 - re-exported: grade --plots and tests catch it here
+from grader.plots.models import LOADED, PlotError  # noqa: E402, F401 - re-exported: grade --plots and tests catch it here
 
 STEPS_ENV = "ATTNLAB_PLOT_STEPS"  # a smaller training budget, for tests and quick looks
 STYLE = {"font.size": 10, "axes.titlesize": 12, "axes.titleweight": "bold", "axes.labelsize": 10,
@@ -163,12 +163,13 @@ def _save(fig: plt.Figure, path: Path) -> Path:
 
 
 def main(*, submission: Path, out: Path, timeout: float = 1200, memory_gb: float = 6.0) -> list[Path]:
-    """Train the submission's two models in jailed workers (grader.plot_models), draw them here, and return
+    """Train the submission's two models in jailed workers (grader.plots.models), draw them here, and return
     the PNGs; PlotError on failure. No student code runs in this process."""
     from dataclasses import replace
 
-    from . import toy, train
-    from .plot_models import train_both
+    from grader.lab import toy
+    from grader.lab import train
+    from grader.plots.models import train_both
 
     submission, out = Path(submission).resolve(), Path(out).resolve()
     if not submission.is_dir():
@@ -200,7 +201,7 @@ def _short(exc: BaseException, limit: int = 160) -> str:
 
 def _pick_sentence(pairs: list) -> tuple[list[str], list[str]]:
     """A test sentence of about 12 distinct words with the most adjective-noun pairs (each pair is a crossing)."""
-    from . import toy
+    from grader.lab import toy
 
     def crossings(src: list[str]) -> int:
         return sum(a in toy.ADJECTIVES and b in toy.NOUNS for a, b in zip(src, src[1:]))
@@ -215,14 +216,14 @@ def _pick_sentence(pairs: list) -> tuple[list[str], list[str]]:
 
 def _alignment(src: list[str]) -> list[int | None]:
     """The source position each target word translates (toy's swap rule), None for the final <eos>."""
-    from . import toy
+    from grader.lab import toy
 
     return [*toy.alignment(src), None]
 
 
 def _draw(trained: dict, submission: Path, out: Path, sentence: tuple, notes: list[str]) -> None:
     """Write heatmap.png, length_curve.png and plots.json into `out` from the trained models' readings."""
-    from . import artifacts
+    from grader.lab import artifacts
 
     src, tgt = sentence
     acc, panels, record, steps = {}, [], {}, {}

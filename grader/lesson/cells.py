@@ -1,4 +1,4 @@
-"""The lesson notebook's prose and its non-graded code cells, in order; `grader.notebook` assembles them.
+"""The lesson notebook's prose and its non-graded code cells, in order; `grader.lesson.notebook` assembles them.
 
 The text lives in grader/templates/lesson/: one file per cell, `.md` for markdown and `.ipy` for code
 (IPython's extension: the cells hold magics such as `%matplotlib inline`, so they are not Python files
@@ -30,11 +30,11 @@ _KINDS = {"md": "md", "ipy": "code"}  # by file extension
 
 def cells() -> list[tuple[str, str]]:
     """The cells as ("md", text), ("code", text) or ("piece", name), read from the templates."""
-    folder = resources.files(__package__) / "templates" / "lesson"
+    folder = resources.files("grader") / "templates" / "lesson"
     # A template left out of ORDER would silently vanish from the notebook: refuse it instead.
     unlisted = sorted({f.name for f in folder.iterdir() if f.is_file()} - set(ORDER))
     if unlisted:
-        raise RuntimeError(f"grader/templates/lesson/ holds files not in lesson_cells.ORDER: {', '.join(unlisted)}")
+        raise RuntimeError(f"grader/templates/lesson/ holds files not in grader.lesson.cells.ORDER: {', '.join(unlisted)}")
     out = []
     for entry in ORDER:
         if entry.startswith("piece:"):

@@ -6,7 +6,7 @@ import json
 import re
 from collections import Counter
 
-from .sandbox import CaseResult, PieceRun
+from grader.runner.results import CaseResult, PieceRun
 
 # C0 and C1 controls (ESC sequences, 8-bit CSI), line and paragraph separators, bidirectional overrides and isolates
 # (they reorder what a line shows), and the two BMP non-characters XML 1.0 forbids
@@ -33,7 +33,7 @@ def title(case: str) -> str:
 
 @functools.cache
 def _titles() -> dict[str, str]:
-    from .manifest import read
+    from grader.runner.manifest import read
 
     try:
         return {c["case"].partition("[")[0]: c["title"] for cases in read().values() for c in cases if "title" in c}

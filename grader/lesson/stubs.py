@@ -9,8 +9,8 @@ import ast
 import re
 from pathlib import Path
 
-from . import ROOT
-from .pieces import PIECES
+from grader import ROOT
+from grader.pieces import PIECES
 
 REFERENCE = ROOT / "reference"
 EXERCISES = ROOT / "exercises"
@@ -64,11 +64,10 @@ def expected() -> dict[Path, str]:
 
 
 def main() -> list[Path]:
+    """Write exercises/<piece>.py for every piece (the notebook is built from these by grader.lesson.notebook)."""
     EXERCISES.mkdir(exist_ok=True)
     written = []
     for path, text in expected().items():
         path.write_text(text)
         written.append(path)
-    from .notebook import write as write_notebook  # here, not at the top: grader.notebook imports this module
-
-    return written + [write_notebook()]
+    return written

@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import ROOT
+from grader import ROOT
 
 SEALED = ROOT / "grader" / "sealed.bin"
 CASES = ROOT / "grader" / "cases"

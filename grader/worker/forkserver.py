@@ -1,6 +1,6 @@
 """The workers' fork server: imports torch once, holds no secret, forks one jailed worker per request.
 
-It is started as its own interpreter (`python -m grader.worker.server FD`) before the judge reads
+It is started as its own interpreter (`python -m grader.worker.forkserver FD`) before the judge reads
 anything private, so no hidden case, reference or key was ever in its memory to inherit. Requests
 arrive on FD as one JSON line with two descriptors attached (the worker's socket and the write end
 of its output pipe); the answer is one JSON line.
@@ -26,8 +26,9 @@ def _warm() -> list[str]:
     import torch.nn.functional  # noqa: F401
     import torch.utils._python_dispatch  # noqa: F401
 
-    from .. import ROOT
-    from . import jail, runtime, wire  # noqa: F401 - no lab module: a piece that needs one is sent its source
+    from grader import ROOT
+    import grader.lab  # noqa: F401 - the package only (empty): its modules are sent as source to the pieces that need them
+    from grader.worker import jail, runtime, wire  # noqa: F401 - no lab module: a piece that needs one is sent its source
 
     try:
         import landlock  # noqa: F401
@@ -81,14 +82,14 @@ def _spawn(req: dict, fds: list[int], readable: list[str]) -> int:
         os.dup2(outw, 1)
         os.dup2(outw, 2)
         os.dup2(chan, 3)
-        from . import jail, runtime
+        from grader.worker import jail, runtime
 
         missing = jail.apply((0, 1, 2, 3), jail.JailLimits(memory_gb=req["memory_gb"], cpu_seconds=req["cpu_seconds"]),
                              readable)
         sys.stdin = open(0, closefd=False)
         sys.stdout = open(1, "w", closefd=False, buffering=1)
         sys.stderr = open(2, "w", closefd=False, buffering=1)
-        from . import wire
+        from grader.worker import wire
 
         wire.send(3, {"jail": missing})
         runtime.main(3)
@@ -100,7 +101,7 @@ def _spawn(req: dict, fds: list[int], readable: list[str]) -> int:
 
 def serve(control: int) -> None:
     readable = _warm()
-    from .jail import sweep_cgroups
+    from grader.worker.jail import sweep_cgroups
 
     sweep_cgroups()  # what servers killed with their judges left
     sock = socket.socket(fileno=control)
@@ -142,7 +143,7 @@ def serve(control: int) -> None:
 
 def _wait(pid: int, grace: float) -> int | None:
     """The worker's exit status, killing it once `grace` seconds pass; None if it is not ours."""
-    from .jail import leave_cgroups
+    from grader.worker.jail import leave_cgroups
 
     end = time.monotonic() + grace
     try:
@@ -171,7 +172,7 @@ def serve_one(port: int) -> None:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    from . import jail, runtime, wire
+    from grader.worker import jail, runtime, wire
 
     keep = (0, 1, 2, chan.fileno()) if os.name == "posix" else (0, 1, 2)
     missing = jail.apply(keep, jail.JailLimits(memory_gb=req["memory_gb"], cpu_seconds=req["cpu_seconds"]), readable)

@@ -56,7 +56,7 @@ LUONG_WARM_PARTS = ("encoder.",)
 
 
 def luong() -> TrainConfig:
-    """Luong's model (grader/luong_model.py) from scratch: the same loop and stop rule, Adam at 0.01
+    """Luong's model (grader/lab/luong_model.py) from scratch: the same loop and stop rule, Adam at 0.01
     (half the reference's rate: it keeps length 40 above 0.90), one cycle over 1800 steps, which fits the
     reference's training time (docs/performance.md)."""
     return TrainConfig(max_steps=1800, lr=0.01)

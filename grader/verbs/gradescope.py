@@ -6,7 +6,7 @@ student uploaded: the .py pieces, a folder or a .zip of them, or the lesson note
 go to /autograder/results/results.json. The zip is the instructor's, never a student's: it holds the
 reference and the hidden cases in the clear, and the worker jail keeps them from the submission.
 
-    python -m grader.gradescope [ROOT]    # what run_autograder calls; ROOT defaults to /autograder
+    python -m grader.verbs.gradescope [ROOT]    # what run_autograder calls; ROOT defaults to /autograder
 """
 from __future__ import annotations
 
@@ -17,19 +17,19 @@ import zipfile
 from importlib import resources
 from pathlib import Path
 
-from . import ROOT
+from grader import ROOT
 
 
 def build(out: Path) -> Path:
     """Write the autograder zip: setup.sh and run_autograder at its root, beside the lab's tracked files."""
-    from .release import tracked_files
+    from grader.verbs.release import tracked_files
 
     if out.suffix != ".zip":
         out = out / "autograder.zip" if out.is_dir() else out.with_suffix(".zip")
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
         for name in ("setup.sh", "run_autograder"):  # grader/templates/gradescope/, written to the zip's root
-            text = (resources.files(__package__) / "templates" / "gradescope" / name).read_text(encoding="utf-8")
+            text = (resources.files("grader") / "templates" / "gradescope" / name).read_text(encoding="utf-8")
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o755 << 16  # executable, as Gradescope runs them
             zf.writestr(info, text)
@@ -42,8 +42,8 @@ def build(out: Path) -> Path:
 def find(submission: Path, scratch: Path) -> Path:
     """The folder to grade: the one holding most of the lab's files anywhere in the upload, else the
     lesson notebook's extracted cells, else the pieces inside an uploaded .zip."""
-    from .batch import BadSubmission, unpack
-    from .pieces import MODULES
+    from grader.verbs.batch import BadSubmission, unpack
+    from grader.pieces import MODULES
 
     folders: dict[Path, int] = {}
     for path in submission.rglob("*.py"):
@@ -61,12 +61,14 @@ def find(submission: Path, scratch: Path) -> Path:
 
 def run(root: Path) -> dict:
     """Grade root/submission and write root/results/results.json; returns the results."""
-    from . import report
-    from .batch import BadSubmission
-    from .check import grade, resolve_seed, stage
-    from .host import StartError
-    from .pieces import PIECES
-    from .sandbox import Limits
+    from grader.runner import report
+    from grader.verbs.batch import BadSubmission
+    from grader.runner.schedule import grade
+    from grader.runner.stage import stage
+    from grader.verbs.grade import resolve_seed
+    from grader.host import StartError
+    from grader.pieces import PIECES
+    from grader.runner.results import Limits
 
     results_path = root / "results" / "results.json"
     results_path.parent.mkdir(parents=True, exist_ok=True)

@@ -18,8 +18,8 @@ import sys
 import zipfile
 from pathlib import Path
 
-from .host import python, resource
-from .pieces import MODULES
+from grader.host import python, resource
+from grader.pieces import MODULES
 
 NOTEBOOK = "lesson.ipynb"
 LAB_FILES = frozenset([*(f"{m}.py" for m in MODULES), NOTEBOOK])
@@ -52,7 +52,7 @@ def no_link(path: Path, what: str) -> None:
                       "hand in the files themselves")
 
 
-def _read_regular(path: Path, cap: int, what: str) -> bytes | None:
+def read_regular(path: Path, cap: int, what: str) -> bytes | None:
     """A regular file's bytes, opened without following a link; None if it is over `cap` bytes."""
     no_link(path, what)
     try:
@@ -74,7 +74,7 @@ def snapshot(folder: Path, into: Path, notes: list[str] | None = None) -> Path:
     folder, so `stage` refuses that piece with its usual reason; a notebook that is a link refuses it all,
     one over the size cap is left out (as `grade` leaves out one it cannot read) and `notes` says so.
     """
-    from .check import MAX_FILE
+    from grader.runner.stage import MAX_FILE
 
     into.mkdir(parents=True)
     for name in sorted(LAB_FILES):
@@ -86,7 +86,7 @@ def snapshot(folder: Path, into: Path, notes: list[str] | None = None) -> Path:
         except OSError as e:
             raise Refused(f"{name} cannot be read ({e.strerror})") from None
         if name == NOTEBOOK:
-            data = _read_regular(src, MAX_NOTEBOOK, name)
+            data = read_regular(src, MAX_NOTEBOOK, name)
             if data is None:
                 if notes is not None:
                     notes.append(f"{name} is over {MAX_NOTEBOOK >> 20} MB; graded: the .py files only")
@@ -95,7 +95,7 @@ def snapshot(folder: Path, into: Path, notes: list[str] | None = None) -> Path:
         elif is_link(src):
             os.symlink("link-refused", into / name)  # points nowhere: stage says "a symbolic link"
         elif stat.S_ISREG(info.st_mode):
-            data = _read_regular(src, MAX_FILE, name)
+            data = read_regular(src, MAX_FILE, name)
             (into / name).write_bytes(data if data is not None else b"#" * (MAX_FILE + 1))  # stage: "over"
         else:
             (into / name).mkdir()  # a FIFO, a device, a folder: stage says "not a regular file"
@@ -108,7 +108,7 @@ def parse(kind: str, src: Path, into: Path) -> Path:
     child with a memory and time cap; src has already passed its size cap."""
     into.mkdir(parents=True, exist_ok=True)
     memory = MEMORY if resource is not None else 0
-    argv = python("grader.intake", kind, str(src), str(into), str(memory))
+    argv = python("grader.verbs.intake", kind, str(src), str(into), str(memory))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATTNLAB_SEAL")}
     what = "the zip" if kind == "zip" else NOTEBOOK if kind == "folder" else src.name
     try:
@@ -135,7 +135,7 @@ def _zip_member_is_link(info: zipfile.ZipInfo) -> bool:
 def _unzip(path: Path, into: Path) -> Path:
     """The lab's files of the zip's folder that holds the most of them (ties: the shallowest, then by name),
     written as regular files under `into`; nothing from the archive ever names a path here."""
-    from .check import MAX_FILE
+    from grader.runner.stage import MAX_FILE
 
     try:
         zf = zipfile.ZipFile(path)
@@ -186,7 +186,7 @@ def _unzip(path: Path, into: Path) -> Path:
 
 
 def _child(kind: str, src: Path, into: Path) -> dict:
-    from .notebook import NotebookError, combine, extract
+    from grader.lesson.notebook import NotebookError, combine, extract
 
     label = "the zip" if kind == "zip" else src.name  # src is the regrade's own copy: say what the student named
     try:

@@ -2,7 +2,7 @@
 fresh judge per piece.
 
 Judges are trusted and never import submission code; each asks the workers' own fork server
-(grader.worker.server, started here first, before anything private is loaded) for jailed workers.
+(grader.worker.forkserver, started here first, before anything private is loaded) for jailed workers.
 Protocol, one JSON object per line: the parent sends {"argv", "cwd", "key", "output", "memory_gb"};
 the zygote answers {"pid"} once the child runs and {"pid", "status"} when it ends.
 """
@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-from . import host
+from grader import host
 
 
 def _warm() -> None:
@@ -22,8 +22,9 @@ def _warm() -> None:
     import torch
     import torch._dynamo  # noqa: F401  - the meta device imports it lazily; do it once here
 
-    from . import artifacts, checks, evaluate, plugin, stubs, submission, toy, train  # noqa: F401
-    from .judge import remote  # noqa: F401
+    from grader.judge import plugin, reference_code, remote, verdicts  # noqa: F401
+    from grader.lab import artifacts, evaluate, toy, train  # noqa: F401
+    from grader.lesson import stubs  # noqa: F401
 
     # every child would import these again: pytest's built-in plugins and the case modules
     import importlib
@@ -35,7 +36,7 @@ def _warm() -> None:
             importlib.import_module(f"_pytest.{name}")
         except ImportError:
             pass
-    from .layout import CASES, PUBLIC
+    from grader.runner.layout import CASES, PUBLIC
 
     for folder, package in ((CASES, "grader.cases"), (PUBLIC, "grader.public")):
         for path in sorted(folder.glob("test_*.py")):
@@ -47,10 +48,10 @@ def _warm() -> None:
 
 
 def _child(req: dict) -> None:
-    from .sandbox import _limit_child, key_pipe
+    from grader.runner.launch import limit_child, key_pipe
 
     try:
-        _limit_child(req["memory_gb"])
+        limit_child(req["memory_gb"])
         os.chdir(req["cwd"])
         r = key_pipe(req["key"])
         null = os.open(os.devnull, os.O_RDONLY)
@@ -76,7 +77,7 @@ WORKERS = -1  # the descriptor of the workers' fork server, inherited by every j
 
 def _reset_workers() -> None:
     """Kill whatever workers the judge that just ended left (one stopped at its time limit cannot close them)."""
-    from .judge.remote import WorkerLost, WorkerServer
+    from grader.judge.remote import WorkerLost, WorkerServer
 
     try:
         WorkerServer(os.dup(WORKERS)).ask({"op": "reset"}, timeout=30)
@@ -90,9 +91,9 @@ def serve() -> None:
     import subprocess
 
     mine, theirs = socket.socketpair()  # started before _warm(): its memory never held a case
-    from .sandbox import worker_env
+    from grader.runner.launch import worker_env
 
-    subprocess.Popen(host.python("grader.worker.server", str(theirs.fileno())), pass_fds=(theirs.fileno(),), env=worker_env(),
+    subprocess.Popen(host.python("grader.worker.forkserver", str(theirs.fileno())), pass_fds=(theirs.fileno(),), env=worker_env(),
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     theirs.close()
     WORKERS = mine.detach()

@@ -1,7 +1,7 @@
 """`grade batch`: regrade a whole class in parallel into a CSV gradebook and one JSON report each.
 
 The submissions are untrusted input to an unjailed process that has the reference beside it: they are
-read through grader/intake.py (no links, capped sizes, notebooks and zips parsed in a capped child), every
+read through grader/verbs/intake.py (no links, capped sizes, notebooks and zips parsed in a capped child), every
 row is named uniquely after its repository with its path beside it, every text cell is neutralised for
 spreadsheets, and each row reaches the disk as it finishes.
 """
@@ -18,9 +18,10 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import report
-from .check import Grading, stage
-from .intake import (
+from grader.runner import report
+from grader.runner.schedule import Grading
+from grader.runner.stage import stage
+from grader.verbs.intake import (
     LAB_FILES,
     MAX_ZIP,
     NOTEBOOK,
@@ -30,8 +31,9 @@ from .intake import (
     parse,
     snapshot,
 )
-from .pieces import MODULES, PIECES, run_order
-from .sandbox import Limits, Zygote
+from grader.pieces import MODULES, PIECES, run_order
+from grader.runner.launch import Zygote
+from grader.runner.results import Limits
 
 BadSubmission = Refused  # the name callers and tests know
 EXERCISES = "exercises"
@@ -151,10 +153,10 @@ def unpack(path: Path, into: Path, notes: list[str] | None = None) -> Path:
             except Refused as e:
                 notes.append(f"{e}; graded: the .py files only")
     elif path.suffix in (".zip", ".ipynb"):
-        from .intake import MAX_NOTEBOOK, _read_regular
+        from grader.verbs.intake import MAX_NOTEBOOK, read_regular
 
         cap = MAX_ZIP if path.suffix == ".zip" else MAX_NOTEBOOK
-        data = _read_regular(path, cap, path.name)
+        data = read_regular(path, cap, path.name)
         if data is None:
             raise Refused(f"{path.name} is over {cap >> 20} MB; hand in the lab's files only")
         copy = into / "given" / ("submission.zip" if path.suffix == ".zip" else NOTEBOOK)

@@ -1,6 +1,6 @@
 """Run one piece's hidden cases in a judge process and turn its signed records into case results.
 
-The judge (a child forked by grader.zygote) runs the cases and asks jailed workers to run the
+The judge (a child forked by grader.runner.forkserver) runs the cases and asks jailed workers to run the
 student's code; this module only reads the records (verifying each signature) and scores them from
 the manifest, so a crash, hang, exit or tamper attempt costs that piece alone.
 """
@@ -18,47 +18,19 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import ROOT, host
-from .host import StartError
-from .manifest import CASES_DIR
+from grader import ROOT, host
+from grader.host import StartError
+from grader.runner.manifest import CASES_DIR
+from grader.runner.results import CaseResult, Limits, PieceRun
 
 OUTPUT_LIMIT = 4000  # characters of a piece's stdout/stderr kept for the report
 
 
-@dataclass
-class Limits:
-    """Per-case and per-piece limits; the defaults leave room for the length-30 training case."""
-
-    case_timeout: float = 15.0  # a case takes well under a second; the training case has its own limit
-    piece_timeout: float = 1200.0
-    memory_gb: float = 6.0
-    quick: bool = False  # leave out the slow (training) cases
 
 
-@dataclass
-class CaseResult:
-    name: str
-    points: int
-    passed: bool
-    message: str
-    skipped: bool = False
-    duration: float = 0.0
-
-
-@dataclass
-class PieceRun:
-    name: str
-    cases: list[CaseResult]
-    output: str = ""
-    seconds: float = 0.0
-    status: str = "ok"  # ok | timeout | crashed | exited
-    jail: list[str] = field(default_factory=list)  # jail layers this machine could not put up
-
-
-def _limit_child(memory_gb: float) -> None:
+def limit_child(memory_gb: float) -> None:
     os.setsid()  # its own process group, so a timeout can kill whatever it spawned
     cap = int(memory_gb * 2**30)
     try:
@@ -71,7 +43,7 @@ def popen_limits(memory_gb: float) -> dict:
     """Popen arguments that cap a child and give it its own process group where the OS has both (POSIX)."""
     if host.resource is None or not hasattr(os, "setsid"):
         return {}
-    return {"preexec_fn": lambda: _limit_child(memory_gb)}
+    return {"preexec_fn": lambda: limit_child(memory_gb)}
 
 
 def kill_tree(proc: subprocess.Popen) -> None:
@@ -113,10 +85,10 @@ def worker_env() -> dict[str, str]:
 
 
 class Zygote:
-    """Parent side of grader.zygote: asks it to fork a child per piece and waits with a deadline."""
+    """Parent side of grader.runner.forkserver: asks it to fork a child per piece and waits with a deadline."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen(host.python("grader.zygote"), stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen(host.python("grader.runner.forkserver"), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=child_env(), cwd=tempfile.gettempdir())
         self.buf = b""
 
@@ -241,7 +213,7 @@ def run_piece(
         ini.write_text(f"[pytest]\ntimeout = {limits.case_timeout:g}\ntimeout_method = {method}\n")
         out_path = Path(tmp) / "output.txt"
         argv = [
-            "-p", "grader.plugin", "-p", "pytest_timeout", "-p", "no:cacheprovider", "-p", "no:terminal", "-s",
+            "-p", "grader.judge.plugin", "-p", "pytest_timeout", "-p", "no:cacheprovider", "-p", "no:terminal", "-s",
             # their end-of-session gc.collect() calls cost more than all the cases of a quick piece
             "-p", "no:unraisableexception", "-p", "no:threadexception",
             "--rootdir", tmp, "-c", str(ini), "--attnlab-submission", str(submission), "--attnlab-piece", piece,
@@ -318,7 +290,7 @@ def _last_line(text: str) -> str:
 
 
 def report_safe(text: str) -> str:
-    from .report import safe
+    from grader.runner.report import safe
 
     return safe(text, 400)
 

@@ -13,7 +13,8 @@ import subprocess
 from importlib import resources
 from pathlib import Path
 
-from . import ROOT, layout
+from grader import ROOT
+from grader.runner import layout
 
 # never copied into a student release
 _PRIVATE = ("reference/", "tests/", ".ci/", "bench/", ".github/workflows/ci.yml", "grader/cases/test_",
@@ -47,7 +48,7 @@ def student(out: Path, key: bytes | None = None) -> tuple[Path, bytes]:
         shutil.copyfile(ROOT / rel, dest)
     (out / "grader" / "sealed.bin").write_bytes(layout.seal(sealed_bundle(), key))
     # the students' README, not the instructor's (README.md is in _PRIVATE)
-    readme = (resources.files(__package__) / "templates" / "student" / "README.md").read_text(encoding="utf-8")
+    readme = (resources.files("grader") / "templates" / "student" / "README.md").read_text(encoding="utf-8")
     (out / "README.md").write_text(readme)
     return out, key
 
@@ -76,7 +77,7 @@ def solutions(out: Path, execute: bool = True) -> Path:
     import tempfile
 
     _notebook_extras(execute)
-    from . import notebook
+    from grader.lesson import notebook
 
     nb = notebook.build("reference")
     if execute:

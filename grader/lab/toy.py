@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from . import ROOT
+from .. import ROOT
 
 DATA_DIR = ROOT / "datasets" / "toy_translation"
 SPLITS = {"train": 12000, "valid": 800, "test": 2000}

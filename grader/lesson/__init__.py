@@ -1,0 +1,1 @@
+"""The lesson: stubs generated from reference/, the notebook built from templates/lesson/, and its check()."""

@@ -1,0 +1,1 @@
+"""`grade --plots`: models trained in jailed workers (models.py), drawn here (draw.py)."""

@@ -1,0 +1,34 @@
+"""What a grade is made of: the limits a run works under, and each case's and piece's result."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Limits:
+    """Per-case and per-piece limits; the defaults leave room for the length-30 training case."""
+
+    case_timeout: float = 15.0  # a case takes well under a second; the training case has its own limit
+    piece_timeout: float = 1200.0
+    memory_gb: float = 6.0
+    quick: bool = False  # leave out the slow (training) cases
+
+
+@dataclass
+class CaseResult:
+    name: str
+    points: int
+    passed: bool
+    message: str
+    skipped: bool = False
+    duration: float = 0.0
+
+
+@dataclass
+class PieceRun:
+    name: str
+    cases: list[CaseResult]
+    output: str = ""
+    seconds: float = 0.0
+    status: str = "ok"  # ok | timeout | crashed | exited
+    jail: list[str] = field(default_factory=list)  # jail layers this machine could not put up

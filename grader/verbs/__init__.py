@@ -1,0 +1,1 @@
+"""The commands (`grade`, `grade batch`, `grade release ...`): one module each, a keyword-only main()."""

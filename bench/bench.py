@@ -210,7 +210,9 @@ def grading(repeats: int) -> dict:
 
 def worker_start(n: int = 30) -> dict:
     """What the jail costs a piece: a jailed worker forked, confined and loaded with a piece, then closed."""
-    from grader.judge.remote import Output, Slot, Submission, WorkerServer, student_sources
+    from grader.judge.workers import Output, WorkerServer
+    from grader.judge.sources import student_sources
+    from grader.judge.remote import Slot, Submission
     from grader.judge.reference_code import ORDER
 
     server = WorkerServer()

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
 
@@ -34,3 +35,11 @@ def python(module: str, *args: str) -> list[str]:
 
 class StartError(Exception):
     """The grader could not start its own processes: never the student's fault; str() names the cause."""
+
+
+def signal_name(num: int) -> str:
+    """SIGKILL for 9: how reports name the signal that ended a process."""
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return "unknown signal"

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from grader.judge import verdicts
-from grader.judge.remote import RemoteError
+from grader.judge.workers import RemoteError
 from . import util
 
 pytestmark = pytest.mark.piece("encoder")

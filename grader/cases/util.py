@@ -11,7 +11,7 @@ from grader.judge import verdicts
 from grader.lab import evaluate
 from grader.lab import toy
 from grader.lab import train
-from grader.judge.remote import RemoteError
+from grader.judge.workers import RemoteError
 
 
 @dataclass(frozen=True)

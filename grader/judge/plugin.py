@@ -82,7 +82,7 @@ def pytest_configure(config: pytest.Config) -> None:
     key = _read_key(config.getoption("--attnlab-key-fd"))
     ref_opt = config.getoption("--attnlab-reference")
     ref = Path(ref_opt) if ref_opt else None  # None: a release without its sealed cases, public checks only
-    from grader.judge.remote import Output
+    from grader.judge.workers import Output
     from grader.judge.reference_code import load_reference
 
     st = {
@@ -228,7 +228,9 @@ def progress(request: pytest.FixtureRequest):
 @pytest.fixture
 def sub(request: pytest.FixtureRequest):
     """The student's file for the piece under test, in the piece's jailed worker (grader.judge.remote.Submission)."""
-    from grader.judge.remote import Slot, Submission, lab_sources, student_sources, worker_server
+    from grader.judge.workers import worker_server
+    from grader.judge.sources import lab_sources, student_sources
+    from grader.judge.remote import Slot, Submission
     from grader.pieces import PIECES
     from grader.judge.reference_code import ORDER
 
@@ -354,7 +356,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def grader_fault(exc: BaseException) -> bool:
     """Whether a case failed because the grader's own processes could not start or run (never the student's)."""
-    from grader.judge.remote import WorkerLost
+    from grader.judge.workers import WorkerLost
 
     return isinstance(exc, WorkerLost) and exc.server
 
@@ -362,7 +364,7 @@ def grader_fault(exc: BaseException) -> bool:
 def explain(exc: BaseException, item: pytest.Item) -> str:
     """Turn whatever a case raised into one line for the student (never the case's source)."""
     from grader.judge.verdicts import CaseFailure
-    from grader.judge.remote import LoadError, RemoteError, WorkerLost
+    from grader.judge.workers import LoadError, RemoteError, WorkerLost
 
     name = type(exc).__name__
     if isinstance(exc, (CaseFailure, LoadError)):

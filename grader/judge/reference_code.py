@@ -2,7 +2,7 @@
 
 A worker loads the piece under test with the reference's modules as its siblings, so its relative
 imports (`from .additive import BahdanauAttention`) resolve to the reference and a bug in one piece
-can never cost another piece its points (see grader.judge.remote.student_sources).
+can never cost another piece its points (see grader.judge.sources.student_sources).
 """
 from __future__ import annotations
 

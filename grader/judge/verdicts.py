@@ -8,7 +8,7 @@ import math
 import torch
 import torch.nn as nn
 
-from grader.judge.remote import RemoteError
+from grader.judge.workers import RemoteError
 
 _assert_close = torch.testing.assert_close
 _isfinite = torch.isfinite

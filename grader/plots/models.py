@@ -16,8 +16,11 @@ from pathlib import Path
 from grader.runner import layout
 from grader.lab import toy
 from grader.lab import train
-from grader.judge.remote import LoadError, RemoteError, RemoteSeq2Seq, Slot, Submission, WorkerLost, Output, lab_sources
-from grader.judge.remote import relative_imports, worker_server
+from grader.judge.workers import LoadError, RemoteError, WorkerLost, Output
+from grader.judge.sources import lab_sources
+from grader.judge.remote import RemoteSeq2Seq, Slot, Submission
+from grader.judge.workers import worker_server
+from grader.judge.sources import relative_imports
 from grader.pieces import PIECES, run_order
 
 # dependency order; evaluation.py is never loaded, the trusted evaluator stands in for it

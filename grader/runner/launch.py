@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from grader import ROOT, host
-from grader.host import StartError
+from grader.host import StartError, signal_name
 from grader.runner.manifest import CASES_DIR
 from grader.runner.results import CaseResult, Limits, PieceRun
 
@@ -312,10 +312,3 @@ def _read_records(path: Path, key: str) -> dict[str, dict]:
         except (ValueError, KeyError, TypeError):
             continue
     return found
-
-
-def signal_name(num: int) -> str:
-    try:
-        return signal.Signals(num).name
-    except ValueError:
-        return "unknown signal"

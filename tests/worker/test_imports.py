@@ -9,7 +9,7 @@ import json
 import pytest
 
 from grader import ROOT
-from grader.judge.remote import lab_sources, relative_imports, student_sources
+from grader.judge.sources import lab_sources, relative_imports, student_sources
 from grader.pieces import PIECES
 from grader.lesson.stubs import stub_source
 from grader.judge.reference_code import ORDER

@@ -169,9 +169,9 @@ def batch(submissions: tuple[Path, ...], out: Path, reports: Path | None, jobs: 
 
 def instructor_only(what: str) -> None:
     """A one-line usage error where the command needs the reference, which a student release leaves out."""
-    from grader import ROOT
+    from grader import REFERENCE
 
-    if not (ROOT / "reference").is_dir():
+    if not REFERENCE.is_dir():
         raise click.UsageError(f"`grade {what}` is an instructor command: it needs reference/, which this student "
                                "checkout does not have. Students need only `grade` (and `grade --plots`).")
 
@@ -251,11 +251,11 @@ def manifest() -> None:
 def artifacts() -> None:
     """Retrain the small models the cases need (grader/artifacts) from their fixed seeds."""
     instructor_only("artifacts")
-    from grader import ROOT
-    from grader.lab import artifacts as verb
+    from grader import REFERENCE
     from grader.judge.reference_code import load_reference
+    from grader.lab import artifacts as verb
 
-    for name, digest in verb.build(load_reference(ROOT / "reference")).items():
+    for name, digest in verb.build(load_reference(REFERENCE)).items():
         click.echo(f"{name}: sha256 {digest}")
 
 

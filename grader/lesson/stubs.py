@@ -9,11 +9,9 @@ import ast
 import re
 from pathlib import Path
 
-from grader import ROOT
+from grader import EXERCISES, REFERENCE
 from grader.pieces import PIECES
 
-REFERENCE = ROOT / "reference"
-EXERCISES = ROOT / "exercises"
 _BEGIN = re.compile(r"^(\s*)### BEGIN SOLUTION\s*$")
 _END = re.compile(r"^\s*### END SOLUTION\s*$")
 HEADER = '# Student file, generated from the reference by `grade stubs`: replace each NotImplementedError.\n'

@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import ROOT
+from grader import REFERENCE, ROOT
 
 SEALED = ROOT / "grader" / "sealed.bin"
 CASES = ROOT / "grader" / "cases"
@@ -85,8 +85,8 @@ def harden() -> None:
 
 def current() -> Layout:
     """The layout this checkout supports, opening the sealed bundle once per process if a key is set."""
-    if (CASES / "test_encoder.py").exists() and (ROOT / "reference" / "encoder.py").exists():
-        return Layout(CASES, ROOT / "reference", CASES / "manifest.json")
+    if (CASES / "test_encoder.py").exists() and (REFERENCE / "encoder.py").exists():
+        return Layout(CASES, REFERENCE, CASES / "manifest.json")
     key = _key[0] if _key else os.environ.get(KEY_ENV, "").strip().encode()
     if SEALED.exists() and key:
         if key not in _opened:

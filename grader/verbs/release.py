@@ -13,11 +13,11 @@ import subprocess
 from importlib import resources
 from pathlib import Path
 
-from grader import ROOT
+from grader import REFERENCE, ROOT
 from grader.runner import layout
 
 # never copied into a student release
-_PRIVATE = ("reference/", "tests/", ".ci/", "bench/", ".github/workflows/ci.yml", "grader/cases/test_",
+_PRIVATE = ("reference/", "tests/", ".ci/", "bench/", "docs/", ".github/workflows/ci.yml", "grader/cases/test_",
             "grader/cases/util.py", "README.md")
 
 
@@ -27,7 +27,7 @@ def tracked_files() -> list[str]:
 
 
 def sealed_bundle() -> dict[str, bytes]:
-    files = {f"reference/{p.name}": p.read_bytes() for p in sorted((ROOT / "reference").glob("*.py"))}
+    files = {f"reference/{p.name}": p.read_bytes() for p in sorted(REFERENCE.glob("*.py"))}
     for p in sorted((ROOT / "grader" / "cases").glob("*.py")):
         files[f"attnlab_cases/{p.name}"] = p.read_bytes()
     return files
@@ -93,7 +93,7 @@ def solutions(out: Path, execute: bool = True) -> Path:
     import nbformat
 
     out.mkdir(parents=True, exist_ok=True)
-    for p in sorted((ROOT / "reference").glob("*.py")):
+    for p in sorted(REFERENCE.glob("*.py")):
         shutil.copyfile(p, out / p.name)
     nbformat.write(nb, out / "lesson-solutions.ipynb")
     return out

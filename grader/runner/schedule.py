@@ -82,7 +82,8 @@ class Grading:
 
 
 def not_trained(needs: list[str]) -> str:
-    names = " and ".join(f"'{report.title(n)}'" for n in needs)
+    titles = [f"'{report.title(n)}'" for n in needs]
+    names = titles[0] if len(titles) == 1 else ", ".join(titles[:-1]) + " and " + titles[-1]
     return (f"not run: the grader trains the model only once {names} pass{'' if len(needs) > 1 else 'es'}; "
             f"fix {'those cases' if len(needs) > 1 else 'that case'} first")
 

@@ -114,26 +114,21 @@ def grade(
     """
     job = Grading(submission=submission, pieces=pieces, seed=seed, limits=limits, reference=reference,
                   progress=progress, training=training)
+    own: list[Zygote] = []
     if zygote is not None:
-        for piece in job.order:
-            job.run_units(piece, zygote)
-        for piece in job.trains:
-            job.run_training(piece, zygote)
-        return job.runs()
-    cores = os.cpu_count() or 1
-    if not FORK_SERVERS:
+        units = trains = [zygote]
+    elif not FORK_SERVERS:
         # Without fork every judge and worker is a fresh interpreter whose start dominates, and there is no jail
         # to keep pieces apart: two lanes for the units too.
-        fresh = [None] * min(2, cores, len(pieces))
-        lanes(job.order, fresh, job.run_units)
-        lanes(job.trains, fresh, job.run_training)
-        return job.runs()
-    zygotes = [Zygote() for _ in range(max(1, min(2, cores, len(job.trains))))]  # the training lanes warm up meanwhile
+        units = trains = [None] * min(2, os.cpu_count() or 1, len(pieces))
+    else:
+        own = [Zygote() for _ in range(max(1, min(2, os.cpu_count() or 1, len(job.trains))))]
+        units, trains = own[:1], own  # the training lanes' fork servers warm up meanwhile
     try:
-        lanes(job.order, zygotes[:1], job.run_units)
-        lanes(job.trains, zygotes, job.run_training)
+        lanes(job.order, units, job.run_units)
+        lanes(job.trains, trains, job.run_training)
     finally:
-        for zyg in zygotes:
+        for zyg in own:
             zyg.close()
     return job.runs()
 

@@ -260,7 +260,7 @@ def main(
                 zygotes.append(local.zygote)
         return local.zygote
 
-    def row(path: Path, line: dict) -> None:
+    def add(line: dict) -> None:
         book.add(line)
         if bar:
             bar.update(1)
@@ -296,7 +296,7 @@ def main(
                 into.mkdir()
                 job = Grading(submission=unpack(path, into, notes), pieces=list(PIECES), seed=seed, limits=limits)
             except Exception as e:  # noqa: BLE001 - one unreadable submission is one error row
-                row(path, error(path, e))
+                add(error(path, e))
                 shutil.rmtree(into, ignore_errors=True)
                 return
             with lock:
@@ -310,14 +310,16 @@ def main(
                 line = graded(path, job, notes) if e is None else error(path, e)
             except Exception as e2:  # noqa: BLE001 - still just this student's row
                 line = error(path, e2)
-            row(path, line)
+            add(line)
             shutil.rmtree(into, ignore_errors=True)
 
-        def units(piece: str, path: Path) -> None:
+        def attempt(path: Path, step: str, piece: str) -> None:
+            """live[path]'s run_units or run_training of `piece`, unless that student already failed; a failure is
+            recorded for the student's row, and grades nothing more of theirs."""
             if path in failed:
                 return
             try:
-                live[path][0].run_units(piece, zygote())
+                getattr(live[path][0], step)(piece, zygote())
             except Exception as e:  # noqa: BLE001 - recorded for that student's row
                 failed[path] = e
 
@@ -326,10 +328,7 @@ def main(
         def train(item: tuple[Path, str]) -> None:
             path, piece = item
             try:
-                if path not in failed:
-                    live[path][0].run_training(piece, zygote())
-            except Exception as e:  # noqa: BLE001 - recorded for that student's row
-                failed[path] = e
+                attempt(path, "run_training", piece)
             finally:
                 with lock:
                     left[path] -= 1
@@ -340,7 +339,8 @@ def main(
         try:
             list(pool.map(read, range(len(paths)), paths))
             for piece in run_order(list(PIECES)):
-                list(pool.map(lambda path, piece=piece: units(piece, path), [p for p in paths if p in live]))
+                graded_now = [p for p in paths if p in live]
+                list(pool.map(lambda path, piece=piece: attempt(path, "run_units", piece), graded_now))
             for path in [p for p in paths if p in live and (p in failed or not live[p][0].trains)]:
                 done(path)
             left.update({p: len(live[p][0].trains) for p in paths if p in live})
@@ -360,8 +360,8 @@ def drop_page_cache() -> str:
     """Empty the kernel's page cache where this process may (root on Linux), so that no earlier run's workers
     (an earlier batch, `grade --plots`) left bits in it for this batch's; says which it was."""
     try:
-        os.sync()
-        with open("/proc/sys/vm/drop_caches", "w") as f:
+        with open("/proc/sys/vm/drop_caches", "w") as f:  # opened first: no machine-wide sync where it cannot drop
+            os.sync()  # dirty pages are written back first, so the drop leaves none behind
             f.write("1\n")
         return "page cache dropped: nothing an earlier run left in it reaches this batch"
     except OSError as e:

@@ -5,7 +5,12 @@ Test modules import these from here (`from helpers import ...`); tests/conftest.
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
+import site
+import subprocess
+import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -68,3 +73,23 @@ def scores(report: dict) -> dict[str, tuple[int, int]]:
 def at_import(code: str) -> list[tuple[str, str]]:
     """An edit (for make_submission) that runs `code` when encoder.py is imported."""
     return [("import torch.nn as nn\n", f"import torch.nn as nn\n{code}\n")]
+
+
+def venv_over_this_environment(venv: Path, *, process_pth: bool) -> Path:
+    """A fresh venv (no pip of its own) that sees the packages of the environment running the tests; its python.
+
+    `--system-site-packages` would show the *base* interpreter's site-packages, which on a clean machine hold
+    none of the test environment's packages. Here the running environment's own site directories are added by
+    a `.pth` file instead: as plain paths (its `.pth` hooks, such as the instructor's editable grader, stay off),
+    or, with `process_pth`, through `site.addsitedir`, so those hooks load too.
+    """
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    ours = dict.fromkeys([*site.getsitepackages(), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    dirs = [d for d in ours if os.path.isdir(d)]
+    lines = ([f"import site; site.addsitedir({d!r})" for d in dirs] if process_pth else dirs)
+    # "zz": after the venv's own .pth files, so what the venv installs itself comes first
+    (Path(purelib) / "zz_test_environment.pth").write_text("\n".join(lines) + "\n")
+    return py

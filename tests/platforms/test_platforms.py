@@ -15,7 +15,7 @@ from grader.verbs.grade import main as check_main
 from grader.runner.report import GRADER_ERROR
 from grader.worker import jail
 
-from helpers import QUICK, REFERENCE, grade_dict
+from helpers import QUICK, REFERENCE, grade_dict, venv_over_this_environment
 
 STANDIN = Path(__file__).parent / "standins" / "attnlab_nofork.py"
 
@@ -24,9 +24,7 @@ STANDIN = Path(__file__).parent / "standins" / "attnlab_nofork.py"
 def nofork_python(tmp_path_factory) -> Path:
     """A venv over this interpreter whose every process (the grader's children too) starts without what Windows
     lacks: os.fork, resource, fcntl, descriptor passing, POSIX-only signals, Popen's POSIX-only arguments."""
-    venv = tmp_path_factory.mktemp("nofork") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
-    py = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    py = venv_over_this_environment(tmp_path_factory.mktemp("nofork") / "venv", process_pth=True)
     site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip())
     (site / STANDIN.name).write_text(STANDIN.read_text())

@@ -17,7 +17,7 @@ import pytest
 from grader.lesson import notebook
 from grader.verbs.release import student
 
-from helpers import REFERENCE
+from helpers import REFERENCE, venv_over_this_environment
 
 from .classroom import run_grading_step
 
@@ -54,9 +54,10 @@ def installed(tmp_path_factory) -> Installed:
     base = tmp_path_factory.mktemp("student")
     rel, key = student(base / "lab")
     venv = base / "venv"
-    # The system's packages (torch, Jupyter) stay visible so nothing is downloaded; the system's pip, run by
-    # the venv's interpreter, installs into the venv, where the release's own editable finder comes first.
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    # The test environment's packages (torch, Jupyter, pip, setuptools) stay visible so nothing is downloaded,
+    # but not its .pth hooks (the instructor's editable grader); its pip, run by the venv's interpreter,
+    # installs into the venv, where the release's own editable finder is the only grader.
+    venv_over_this_environment(venv, process_pth=False)
     got = Installed(rel, key, venv, base)
     done = subprocess.run([str(got.bin("python")), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
                            "-e", str(rel)], env=got.env(), capture_output=True, text=True, timeout=300)

@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-from grader import ROOT, host
+from grader import host
 from grader.host import StartError, signal_name
 from grader.runner.manifest import CASES_DIR
 from grader.runner.results import CaseResult, Limits, PieceRun
@@ -61,7 +61,7 @@ def kill_tree(proc: subprocess.Popen) -> None:
         pass
 
 
-_SETTINGS = dict(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1",
+_SETTINGS = dict(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONDONTWRITEBYTECODE="1",
                  PYTHONHASHSEED="0", OMP_NUM_THREADS="1", MPLBACKEND="Agg",
                  # idle OpenMP workers spin by default; on a busy 2-core runner that slows training tenfold
                  OMP_WAIT_POLICY="PASSIVE")
@@ -72,7 +72,9 @@ _WORKER_KEEP = ("LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "SYSTEMROOT", "WINDIR
 
 def child_env() -> dict[str, str]:
     """A judge's environment: the grader's, less pytest's, coverage's and the lab's own secrets."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "ATTNLAB", "COV_"))}
+    # no PYTHON* variable of the caller's (PYTHONPATH, PYTHONSTARTUP, PYTHONHOME, ...): the interpreter starts
+    # with the grader's settings alone (grader.host.python puts the grader on sys.path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "ATTNLAB", "COV_", "PYTHON"))}
     env.update(_SETTINGS)
     return env
 

@@ -6,13 +6,11 @@ child never reports on still appears (as failed, with the reason). `grade manife
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from grader import ROOT
+from grader import ROOT, host
 
 CASES_DIR = ROOT / "grader" / "cases"
 MANIFEST = CASES_DIR / "manifest.json"
@@ -20,13 +18,14 @@ MANIFEST = CASES_DIR / "manifest.json"
 
 def collect(path: Path, cases: Path = CASES_DIR) -> dict[str, list[dict]]:
     """Collect the cases in `cases` with pytest (no submission involved) into `path`."""
+    from grader.runner.launch import child_env
+
     with tempfile.TemporaryDirectory() as tmp:
         ini = Path(tmp) / "pytest.ini"
         ini.write_text("[pytest]\n")
-        cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "grader.judge.plugin", "-p", "no:cacheprovider",
-               "-c", str(ini), "--rootdir", tmp, "--attnlab-manifest", str(path), str(cases)]
-        env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONPATH": str(ROOT)}
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp)
+        cmd = host.python("pytest", "--collect-only", "-q", "-p", "grader.judge.plugin", "-p", "no:cacheprovider",
+                          "-c", str(ini), "--rootdir", tmp, "--attnlab-manifest", str(path), str(cases))
+        done = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, cwd=tmp)
     if done.returncode != 0:
         raise RuntimeError(f"collecting the hidden cases failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
     return read(path)

@@ -8,6 +8,7 @@ import threading
 import time
 from pathlib import Path
 
+from grader import datasets
 from grader.host import StartError
 from grader.pieces import PIECES
 from grader.runner import layout, manifest, report
@@ -79,6 +80,10 @@ def main(
     seed = resolve_seed(seed)
     selected = pieces or list(PIECES)
     start = time.perf_counter()
+    try:
+        datasets.verify()  # the folder is the student's in a Classroom repository
+    except datasets.DataChanged as e:
+        return grader_failed(str(e), fmt, out, echo)
     from tqdm import tqdm
 
     # a bar on a terminal; logs (CI, Classroom) get a plain line every few seconds while a model trains

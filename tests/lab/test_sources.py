@@ -45,6 +45,47 @@ def test_the_data_card_lists_the_real_checksums():
         assert re.search(rf"{split}\.tsv.*{digest}", card), f"the data card's checksum for {split} is stale"
 
 
+def test_the_graders_split_digests_are_those_of_the_committed_files():
+    from grader import datasets
+
+    assert set(datasets.DIGESTS) == set(toy.SPLITS)
+    for split, digest in datasets.DIGESTS.items():
+        assert hashlib.sha256(toy.split_path(split).read_bytes()).hexdigest() == digest
+
+
+def test_a_changed_split_stops_the_grade_with_a_line_that_says_which_and_how_to_restore_it(tmp_path, monkeypatch):
+    from grader import datasets
+
+    for split in datasets.DIGESTS:
+        (tmp_path / f"{split}.tsv").write_bytes(toy.split_path(split).read_bytes())
+    with (tmp_path / "test.tsv").open("a") as f:
+        f.write("cat\tchat\n")
+    monkeypatch.setattr(datasets, "DATA_DIR", tmp_path)
+    datasets.split_text("train")  # unchanged: read as before
+    for check in (datasets.verify, lambda: toy.read_split("test")):
+        try:
+            check()
+        except datasets.DataChanged as e:
+            assert "datasets/toy_translation/test.tsv is not the lab's own" in str(e) and "git checkout" in str(e)
+        else:
+            raise AssertionError("a changed split was read")
+    (tmp_path / "valid.tsv").unlink()
+    try:
+        datasets.split_text("valid")
+    except datasets.DataChanged as e:
+        assert "valid.tsv cannot be read" in str(e)
+    else:
+        raise AssertionError("a missing split was read")
+
+
+def test_requirements_the_classroom_workflow_installs_are_the_projects_dependencies():
+    import tomllib
+
+    listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    lines = (ROOT / "grader" / "requirements.txt").read_text().splitlines()
+    assert [line for line in lines if line and not line.startswith("#")] == listed
+
+
 def test_datasets_is_not_an_importable_package():
     assert not (ROOT / "datasets" / "__init__.py").exists()
 

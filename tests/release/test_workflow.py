@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from .classroom import run_grading_step, steps
+from classroom import run_grading_step, steps
 
 pytest.importorskip("yaml")  # the workflow is YAML
 
 
 def run_grade_step(rel: Path, tmp: Path, key: str | None) -> tuple[subprocess.CompletedProcess, str]:
-    """The step's script, `grade` being the release's own (only the context piece, to keep it quick); returns
-    the run and what it wrote to GITHUB_OUTPUT. `release` is the folder's fixture (release/conftest.py)."""
+    """The step's script in the release (only the context piece, to keep it quick); returns the run and what it
+    wrote to GITHUB_OUTPUT. `release` is the folder's fixture (release/conftest.py)."""
     env = {k: v for k, v in os.environ.items() if k != "ATTNLAB_SEAL_KEY"}
-    env.update(PYTHONPATH=str(rel), ATTNLAB_SEAL_KEY=key or "")  # an unset secret arrives as ""
-    return run_grading_step(rel, tmp, f"{sys.executable} -m grader context", env, timeout=300)
+    env.update(ATTNLAB_SEAL_KEY=key or "")  # an unset secret arrives as ""
+    return run_grading_step(rel, tmp, sys.executable, ["context"], env, timeout=300)
 
 
 def test_the_reporter_reads_the_runner_the_grading_step_writes():

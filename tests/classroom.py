@@ -18,15 +18,15 @@ def steps() -> list[dict]:
     return yaml.safe_load(WORKFLOW.read_text())["jobs"]["run-autograding-tests"]["steps"]
 
 
-def run_grading_step(cwd: Path, tmp: Path, grade: str, env: dict[str, str],
+def run_grading_step(cwd: Path, tmp: Path, python: str, pieces: list[str], env: dict[str, str],
                      timeout: float) -> tuple[subprocess.CompletedProcess, str]:
-    """The step's script under GitHub's default shell (bash -e, pipefail) in `cwd`, with a `grade` on PATH
-    that runs the command line `grade` (then the step's arguments); RUNNER_TEMP is `tmp`. Returns the run
-    and what it wrote to GITHUB_OUTPUT."""
+    """The step's script under GitHub's default shell (bash -e, pipefail) in `cwd` (a repository: grader/ and
+    exercises/), with a `python` on PATH that runs `python` with the step's arguments and then `pieces` (a
+    selection keeps the test short); RUNNER_TEMP is `tmp`. Returns the run and what it wrote to GITHUB_OUTPUT."""
     step = next(s for s in steps() if s.get("id") == "attentionlab")
-    shim = tmp / "bin" / "grade"
+    shim = tmp / "bin" / "python"
     shim.parent.mkdir(exist_ok=True)
-    shim.write_text(f"#!/usr/bin/env bash\nexec {grade} \"$@\"\n")
+    shim.write_text(f"#!/usr/bin/env bash\nexec {python} \"$@\" {' '.join(pieces)}\n")
     shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
     output = tmp / "github_output"
     output.write_text("")

@@ -1,0 +1,123 @@
+"""A Classroom repository whose root the student filled with files that load code into Python or pytest
+(setup.py, sitecustomize.py, a plugin and the configuration naming it, modules named like the grader's
+dependencies): the workflow installs none of it, no trusted process imports any of it, and the stubs
+still earn 0 with the key nowhere in the job's log."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.verbs.release import student
+
+from classroom import run_grading_step, steps
+
+pytest.importorskip("yaml")
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="the workflow's steps run under bash")
+
+# each file, imported or run anywhere, leaves a marker named after itself
+_MARKER = "import os as _os; open(_os.path.join({marks!r}, {name!r}), 'w').write(repr(_os.environ.get('ATTNLAB_SEAL_KEY')))\n"
+_FORGE = '''
+import pytest
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    report.outcome = "passed"
+'''
+_ADDOPTS = "-p evil_plugin"
+_SHADOWS = ("torch", "numpy", "click", "yaml", "tqdm", "pytest_timeout", "cryptography", "nbformat", "pluggy")
+
+
+def plant(repo: Path, marks: Path) -> list[str]:
+    """Write the hostile files at the repository's root; returns the names of the markers they would leave."""
+    def code(name: str) -> str:
+        return _MARKER.format(marks=str(marks), name=name)
+
+    files = {
+        "setup.py": code("setup.py") + "from setuptools import setup\nsetup(name='x')\n",
+        "sitecustomize.py": code("sitecustomize.py") + "_os.environ['PYTEST_PLUGINS'] = 'evil_plugin'\n",
+        "usercustomize.py": code("usercustomize.py"),
+        "evil_plugin.py": code("evil_plugin.py") + _FORGE,
+        "conftest.py": code("conftest.py") + _FORGE,
+        "attnlab_evil.pth": "import evil_plugin\n",
+        "pytest.ini": f"[pytest]\naddopts = {_ADDOPTS}\n",
+        "tox.ini": f"[pytest]\naddopts = {_ADDOPTS}\n",
+        "setup.cfg": f"[tool:pytest]\naddopts = {_ADDOPTS}\n",
+        "pyproject.toml": f"[build-system]\nrequires = []\nbuild-backend = 'evil_backend'\nbackend-path = ['.']\n"
+                          f"[tool.pytest.ini_options]\naddopts = '{_ADDOPTS}'\n",
+        "evil_backend.py": code("evil_backend.py"),
+        **{f"{m}.py": code(f"{m}.py") + "raise ImportError('a shadow')\n" for m in _SHADOWS},
+    }
+    for name, text in files.items():
+        (repo / name).write_text(text)
+    (repo / "exercises" / "conftest.py").write_text(code("exercises/conftest.py") + _FORGE)
+    return [n for n in files if n.endswith(".py")] + ["exercises/conftest.py"]
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> tuple[Path, bytes, Path, list[str]]:
+    base = tmp_path_factory.mktemp("classroom")
+    rel, key = student(base / "release")
+    repo = base / "repo"
+    shutil.copytree(rel, repo)
+    marks = base / "marks"
+    marks.mkdir()
+    marks.chmod(0o777)
+    return repo, key, marks, plant(repo, marks)
+
+
+def test_the_install_step_installs_only_released_wheels_from_the_graders_own_list(repo, tmp_path):
+    root, _, marks, _ = repo
+    step = next(s for s in steps() if s.get("name", "").startswith("Install"))
+    log = tmp_path / "argv"
+    shim = tmp_path / "bin" / "python"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/usr/bin/env bash\nprintf "%s\\n" "$*" >> {log}\n')  # records each pip command, runs none
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}"}
+    subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=root, env=env, check=True)
+    commands = log.read_text().splitlines()
+    assert commands and all(c.startswith("-m pip install ") for c in commands), commands
+    for c in commands:
+        args = c.split()[3:]
+        assert "-e" not in args and "." not in args and not any(a.startswith(("./", "file:", str(root))) for a in args), c
+        assert args[0].startswith("torch==") or args == ["--only-binary", ":all:", "-r", "grader/requirements.txt"], c
+    assert not list(marks.iterdir())
+
+
+def test_files_at_the_repository_root_load_nowhere_and_the_stubs_earn_nothing(repo, tmp_path):
+    root, key, marks, planted = repo
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ATTNLAB_", "PYTHON", "PYTEST"))}
+    env["ATTNLAB_SEAL_KEY"] = key.decode()
+    done, output = run_grading_step(root, tmp_path, sys.executable, ["encoder", "context"], env, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    payload = json.loads(base64.b64decode(output.strip().removeprefix("result=")))
+    assert payload["max_score"] > 0 and sum(t["score"] for t in payload["tests"]) == 0, payload
+    assert all("not implemented yet" in t["message"] for t in payload["tests"]), payload
+    log = done.stdout + done.stderr + output
+    secret = key.decode()
+    assert secret not in log and secret[::-1] not in log
+    loaded = sorted(p.name for p in marks.iterdir())
+    assert not loaded, f"these files of the student's ran: {loaded} (planted: {planted})"
+
+
+def test_changed_data_at_the_repository_root_posts_no_points_and_says_which_file(repo, tmp_path):
+    root, key, _, _ = repo
+    changed = tmp_path / "repo"
+    shutil.copytree(root / "grader", changed / "grader")
+    shutil.copytree(root / "exercises", changed / "exercises")
+    shutil.copytree(root / "datasets", changed / "datasets")
+    with (changed / "datasets" / "toy_translation" / "test.tsv").open("a") as f:
+        f.write("cat\tchat\n")  # an easier test set
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ATTNLAB_", "PYTHON", "PYTEST"))}
+    env["ATTNLAB_SEAL_KEY"] = key.decode()
+    done, output = run_grading_step(changed, tmp_path, sys.executable, ["context"], env, timeout=600)
+    assert done.returncode != 0 and output == ""
+    assert "datasets/toy_translation/test.tsv is not the lab's own" in done.stdout + done.stderr

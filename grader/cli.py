@@ -148,9 +148,12 @@ def check(pieces: tuple[str, ...], submission: Path, fmt: str, out: Path | None,
 @click.option("--reports", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Folder for one JSON report per student (default: next to the CSV).")
 @click.option("--jobs", "-j", type=int, default=None, help="Submissions graded at once (default: the number of cores).")
+@click.option("--release", type=click.Path(path_type=Path, file_okay=False, exists=True), default=None,
+              help="The student release the class was given (grade release student OUT): the gradebook's "
+                   "release_files column names every repository whose workflow, grader or other release files differ.")
 @grading_options
-def batch(submissions: tuple[Path, ...], out: Path, reports: Path | None, jobs: int | None, quick: bool, seed: str | None,
-          case_timeout: float, piece_timeout: float, memory_gb: float) -> None:
+def batch(submissions: tuple[Path, ...], out: Path, reports: Path | None, jobs: int | None, release: Path | None,
+          quick: bool, seed: str | None, case_timeout: float, piece_timeout: float, memory_gb: float) -> None:
     """Regrade a class: per student a repository, its exercises/ folder, a .zip or a .ipynb, in parallel; or a
     folder of them, as `gh classroom clone student-repos` writes. Links in a submission are never followed."""
     import os
@@ -162,7 +165,7 @@ def batch(submissions: tuple[Path, ...], out: Path, reports: Path | None, jobs: 
     if missing:
         raise click.BadParameter(f"not found: {', '.join(missing)}", param_hint="SUBMISSIONS")
     graded, bad = verb.main(submissions=list(submissions), out=out, reports=reports, jobs=jobs or verb.default_jobs(),
-                            seed=resolve_seed(seed),
+                            seed=resolve_seed(seed), release=release,
                             limits=Limits(case_timeout, piece_timeout, memory_gb, quick))
     click.echo(f"graded {graded} submission(s), {bad} unreadable; gradebook: {out}")
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from grader.runner import report
 from grader.runner.schedule import Grading
 from grader.runner.stage import stage
+from grader.verbs import release_files
 from grader.verbs.intake import (
     LAB_FILES,
     MAX_ZIP,
@@ -192,7 +193,7 @@ class Gradebook:
 
     def __init__(self, out: Path, quick: bool) -> None:
         self.out, self.mode, self.rows, self.lock = out, "quick" if quick else "full", [], threading.Lock()
-        self.fields = ["student", *PIECES, "total", "max_score", "status", "mode", "path"]
+        self.fields = ["student", *PIECES, "total", "max_score", "status", "mode", "release_files", "path"]
         out.parent.mkdir(parents=True, exist_ok=True)
         self.file = open(out, "w", newline="", encoding="utf-8")  # noqa: SIM115 - open across rows, closed in finish
         self.writer = csv.DictWriter(self.file, fieldnames=self.fields)
@@ -227,7 +228,7 @@ class Gradebook:
 
 def main(
     *, submissions: list[Path], out: Path, reports: Path | None, jobs: int, seed: str, limits: Limits,
-    progress: bool = True,
+    progress: bool = True, release: Path | None = None,
 ) -> tuple[int, int]:
     """Grade every submission; returns (graded, unreadable). One broken submission never stops the batch.
 
@@ -242,6 +243,7 @@ def main(
         print(dropped, file=sys.stderr)
     paths = collect(list(submissions))
     names = student_names(paths)
+    digests = release_files.release_digests(release) if release else None
     book = Gradebook(out, limits.quick)
     local = threading.local()
     zygotes: list[Zygote] = []
@@ -265,24 +267,35 @@ def main(
         if bar:
             bar.update(1)
 
+    def checked(path: Path) -> tuple[str, list[str]]:
+        """The release_files cell and the files it names: the repository's workflow, grader and data as given."""
+        try:
+            return release_files.column(path, digests)
+        except OSError as e:
+            return f"not checked ({e.strerror or e})", []
+
     def error(path: Path, e: BaseException) -> dict:
         """The row (and report) of a student who could not be graded: unreadable, or a grader fault."""
         name = names[path]
+        cell_text, files = checked(path)
         if isinstance(e, Refused):
-            (reports / f"{name}.json").write_text(json.dumps({"student": name, "path": str(path), "error": str(e)},
-                                                             indent=2) + "\n")
-            return {**error_row(name, str(e)), "path": str(path)}
-        return {**error_row(name, f"{type(e).__name__}: {e}"), "path": str(path)}
+            data = {"student": name, "path": str(path), "error": str(e), "changed_release_files": files}
+            (reports / f"{name}.json").write_text(json.dumps(data, indent=2) + "\n")
+            return {**error_row(name, str(e)), "path": str(path), "release_files": cell_text}
+        return {**error_row(name, f"{type(e).__name__}: {e}"), "path": str(path), "release_files": cell_text}
 
     def graded(path: Path, job: Grading, notes: list[str]) -> dict:
         name = names[path]
-        data = {**report.as_dict(job.runs(), student=name, seed=seed, quick=limits.quick), "path": str(path)}
+        cell_text, files = checked(path)
+        data = {**report.as_dict(job.runs(), student=name, seed=seed, quick=limits.quick), "path": str(path),
+                "changed_release_files": files}
         if notes:
             data["notes"] = notes
         (reports / f"{name}.json").write_text(json.dumps(data, indent=2) + "\n")
         status = "ok" + "".join(f": {n}" for n in notes)  # graded, and what was left out
         return {"student": name, **{p["name"]: p["score"] for p in data["pieces"]}, "total": data["score"],
-                "max_score": data["max_score"], "status": " ".join(status.split())[:400], "path": str(path)}
+                "max_score": data["max_score"], "status": " ".join(status.split())[:400], "path": str(path),
+                "release_files": cell_text}
 
     with tempfile.TemporaryDirectory(prefix="attnlab-batch-") as tmp, \
             ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:

@@ -78,3 +78,38 @@ def test_grade_batch_takes_the_folder_gh_classroom_clone_writes(tmp_path, monkey
     assert result.exit_code == 0, result.output
     row = next(csv.DictReader(out.open()))
     assert row["student"] == "carol" and row["status"].startswith("error: the submission is a symbolic link"), row
+
+
+def test_the_regrade_names_every_repository_whose_release_files_differ_and_grades_only_its_pieces(tmp_path, monkeypatch):
+    from grader.verbs import batch as verb
+    from grader.pieces import PIECES
+    from grader.verbs.release import student
+
+    monkeypatch.setattr(verb, "PIECES", {"context": PIECES["context"]})
+    release, _ = student(tmp_path / "release")
+    clone = tmp_path / "class"
+    for who in ("alice", "bob"):
+        shutil.copytree(release, clone / who)
+        shutil.copyfile(REFERENCE / "context.py", clone / who / "exercises" / "context.py")
+        (clone / who / ".git").mkdir()
+    bob = clone / "bob"
+    with (bob / ".github" / "workflows" / "classroom.yml").open("a") as f:
+        f.write("# posts full marks\n")
+    (bob / "grader" / "plugin_of_mine.py").write_text("")
+    (bob / "sitecustomize.py").write_text("")
+    (bob / "datasets" / "toy_translation" / "test.tsv").unlink()
+    (bob / "plots").mkdir()  # what `grade --plots plots/` writes: not a release file, not flagged
+    (bob / "plots" / "heatmap.png").write_bytes(b"png")
+    out = tmp_path / "grades.csv"
+    result = CliRunner().invoke(cli, ["batch", str(clone), "--quick", "-j", "1", "--out", str(out),
+                                      "--release", str(release)])
+    assert result.exit_code == 0, result.output
+    rows = {r["student"]: r for r in csv.DictReader(out.open())}
+    assert rows["alice"]["release_files"] == "unchanged"
+    assert rows["bob"]["release_files"] == ("CHANGED: +grader/plugin_of_mine.py; +sitecustomize.py; "
+                                            ".github/workflows/classroom.yml; datasets/toy_translation/test.tsv")
+    assert rows["alice"]["total"] == rows["bob"]["total"] == rows["bob"]["max_score"] != "0"  # the pieces alone
+    report = json.loads((tmp_path / "grades-reports" / "bob.json").read_text())
+    assert "datasets/toy_translation/test.tsv" in report["changed_release_files"]
+    result = CliRunner().invoke(cli, ["batch", str(clone / "alice"), "--quick", "-j", "1", "--out", str(out)])
+    assert next(csv.DictReader(out.open()))["release_files"] == "not checked (no --release)"

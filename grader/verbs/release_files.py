@@ -1,0 +1,101 @@
+"""Which of a student repository's release files differ from the instructor's release: `grade batch --release`.
+
+The regrade grades only the pieces, so nothing a student changed elsewhere (the workflow, the grader, the data)
+moves their score there; but a Classroom score came from the repository's own workflow and grader, so the
+gradebook names every repository whose release files were changed, removed or, under the protected paths
+(`.github/`, `grader/`), added to. The repository is untrusted: nothing is followed through a link, and no file
+is read past the size of its release counterpart.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from pathlib import Path
+
+from grader.verbs.intake import is_link
+
+STUDENTS = ("exercises/",)  # what the student is asked to change
+PROTECTED = (".github/", "grader/")  # Classroom's protected paths: an added file there is flagged too
+# and an added file at the root that Python, pip or pytest would load (setup.py, sitecustomize.py, a .pth, pytest.ini)
+LOADED_AT_ROOT = (".py", ".pth", ".toml", ".cfg", ".ini")
+SKIP_PARTS = {".git", "__pycache__", ".ipynb_checkpoints"}
+MAX_ENTRIES = 20_000  # a walk of an untrusted tree stops here
+
+
+def _walk(root: Path, under: str = "") -> list[str]:
+    """Relative paths of the entries under `root`/`under` that are not folders, without following links."""
+    found: list[str] = []
+    todo = [root / under] if under else [root]
+    while todo and len(found) < MAX_ENTRIES:
+        folder = todo.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            continue
+        for e in entries:
+            if e.name in SKIP_PARTS:
+                continue
+            if e.is_dir(follow_symlinks=False):
+                todo.append(Path(e.path))
+            else:
+                found.append(Path(e.path).relative_to(root).as_posix())
+    return found
+
+
+def _digest(path: Path, cap: int) -> str | None:
+    """SHA-256 of a regular file no larger than `cap` bytes, read without following a link; None otherwise."""
+    if is_link(path):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+                     | getattr(os, "O_BINARY", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        data = f.read(cap + 1)
+    return hashlib.sha256(data).hexdigest() if len(data) <= cap else None
+
+
+def release_digests(release: Path) -> dict[str, tuple[int, str]]:
+    """Every release file outside what students change: its (size, SHA-256)."""
+    out = {}
+    for rel in _walk(release):
+        if rel.startswith(STUDENTS):
+            continue
+        path = release / rel
+        size = path.stat().st_size
+        out[rel] = (size, _digest(path, size) or "")
+    return out
+
+
+def changed(repo: Path, release: dict[str, tuple[int, str]]) -> list[str]:
+    """The release files `repo` changed or lacks, then the files it added under the protected paths or, of the
+    kinds Python, pip and pytest load, at its root ("+path")."""
+    out = [rel for rel, (size, digest) in release.items() if _digest(repo / rel, size) != digest]
+    try:
+        top_level = sorted(e.name for e in os.scandir(repo) if not e.is_dir(follow_symlinks=False))
+    except OSError:
+        top_level = []
+    out += [f"+{name}" for name in top_level if name.endswith(LOADED_AT_ROOT) and name not in release]
+    for top in PROTECTED:
+        if (repo / top).is_dir() and not is_link(repo / top):
+            out += [f"+{rel}" for rel in _walk(repo, top) if rel not in release]
+        elif any(rel.startswith(top) for rel in release) and is_link(repo / top.rstrip("/")):
+            out.append(top.rstrip("/"))
+    return sorted(dict.fromkeys(out))
+
+
+def column(path: Path, release: dict[str, tuple[int, str]] | None) -> tuple[str, list[str]]:
+    """The gradebook cell for the submission at `path`, and the files it names."""
+    if release is None:
+        return "not checked (no --release)", []
+    if is_link(path) or not path.is_dir() or not (path / "exercises").is_dir():
+        return "n/a (not a repository)", []
+    files = changed(path, release)
+    if not files:
+        return "unchanged", []
+    shown = "; ".join(files[:10]) + (f"; and {len(files) - 10} more" if len(files) > 10 else "")
+    return f"CHANGED: {shown}", files

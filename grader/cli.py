@@ -11,12 +11,29 @@ from grader.runner.results import Limits
 
 
 class LabGroup(click.Group):
-    """`grade PIECE...` and `grade --format json` go to the default verb, `check`."""
+    """`grade PIECE...` and `grade --format json` go to the default verb, `check`, whose options `grade --help`
+    lists first: they are the ones a student uses."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
             args = ["check", *args]
         return super().parse_args(ctx, args)
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        check = self.commands["check"]
+        sub = click.Context(check, info_name="grade", parent=ctx)
+        rows = [row for param in check.get_params(sub)
+                if isinstance(param, click.Option) and (row := param.get_help_record(sub))]
+        with formatter.section("Options (grade [PIECES]... [OPTIONS]; pieces: " + ", ".join(PIECES) + ")"):
+            formatter.write_dl(rows)
+        self.format_commands(ctx, formatter)
+
+
+class GraderError(click.ClickException):
+    """A fault of the grader's setup (a wrong seal key, a sealed file that does not open): one line, exit code 2,
+    no usage text, since the command line was right."""
+
+    exit_code = 2
 
 
 @click.group(cls=LabGroup)
@@ -85,7 +102,8 @@ def grading_options(command):
                      help="Seconds one piece's process may run."),
         click.option("--memory-gb", type=float, default=Limits.memory_gb, show_default=True,
                      help="Address-space cap of each piece's process."),
-        click.option("--quick", is_flag=True, help="Leave out the slow length-30 training case."),
+        click.option("--quick", is_flag=True, help="Leave out the two slow training cases (decoder's and luong's, "
+                     "about 30 s each): not a grade, a faster check while you work."),
         click.option("--seal-key-file", default=None, expose_value=False, callback=_seal_key, is_eager=True,
                      help="Read the key of grader/sealed.bin from this file ('-': standard input) instead of "
                           "ATTNLAB_SEAL_KEY; either way no graded code can read it."),
@@ -132,7 +150,7 @@ def check(pieces: tuple[str, ...], submission: Path, fmt: str, out: Path | None,
     try:
         current()
     except SealError as e:
-        raise click.UsageError(str(e)) from None
+        raise GraderError(str(e)) from None
     with tempfile.TemporaryDirectory(prefix="attnlab-cli-") as scratch:
         code = verb.main(submission=_submission(submission, Path(scratch)), pieces=list(dict.fromkeys(pieces)), fmt=fmt,
                          seed=seed, limits=Limits(case_timeout, piece_timeout, memory_gb, quick), out=out,

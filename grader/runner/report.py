@@ -100,8 +100,9 @@ def to_text(runs: list[PieceRun], source: str, color: bool = False, quick: tuple
         failed = failures(run)
         lines.append(f"{ok if not failed else bad} {run.name:<11} {got:>3}/{top:<3}")
         messages = sorted({c.message for c in failed})
-        todo = [m.partition(": ")[2].rstrip(")") for m in messages if m.startswith("not implemented yet (piece '")]
-        if failed and len(todo) == len(messages):  # a fresh stub: one line naming what to write
+        own = [m for m in messages if not m.startswith("not run: ")]  # a training case waiting on the others
+        todo = [m.partition(": ")[2].rstrip(")") for m in own if m.startswith("not implemented yet (piece '")]
+        if failed and todo and len(todo) == len(own):  # a fresh stub: one line naming what to write
             lines.append(f"    {safe(f'not implemented yet (piece {run.name!r}: ' + ', '.join(todo) + ')', 500)}")
         elif failed and len(messages) == 1 and len(failed) == len([c for c in run.cases if c.points]):
             lines.append(f"    {safe(failed[0].message)}")  # one cause sank every case: say it once

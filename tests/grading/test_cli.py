@@ -132,3 +132,14 @@ def test_a_training_case_shows_its_steps_accuracy_and_time_left_in_plain_lines_f
     lines = [ln for ln in done.stderr.splitlines() if ln.startswith("decoder: training step ")]
     assert lines and all("validation accuracy at 30 words" in ln and "s left" in ln for ln in lines)
     assert "/700" in lines[0] and "Total: 18/18" in done.stdout
+
+
+def test_grade_help_shows_the_options_a_student_uses_on_its_first_screen():
+    result = run("--help")
+    assert result.exit_code == 0
+    first, _, commands = result.output.partition("Commands:")
+    for option in ("--quick", "--format", "--plots", "--submission", "--out"):
+        assert option in first, option
+    assert "encoder, additive, context, luong, decoder, evaluation" in first
+    assert "two slow training cases" in first and "length-30 training case" not in result.output
+    assert "batch" in commands and "release" in commands

@@ -95,14 +95,25 @@ def test_a_grader_that_cannot_start_its_judge_says_why_exits_2_and_posts_no_scor
         assert "score" not in json.loads(text)
 
 
-def test_the_child_argv_keeps_the_working_directory_off_sys_path_on_every_python(tmp_path):
+def test_the_child_argv_keeps_the_working_directory_and_the_callers_python_variables_off_sys_path(tmp_path, monkeypatch):
+    from grader.runner.launch import child_env
+
     (tmp_path / "json.py").write_text("raise SystemExit('shadowed json imported')\n")
-    (tmp_path / "probe_mod.py").write_text("")
-    argv = host.python("json.tool", "--help")
-    assert subprocess.run(argv, cwd=tmp_path, capture_output=True).returncode == 0
-    boot = [sys.executable, "-c", host._BOOT, "json.tool", "--help"]  # the Python 3.10 form, run here too
-    done = subprocess.run(boot, cwd=tmp_path, capture_output=True, text=True)
+    beside = tmp_path / "beside"
+    beside.mkdir()
+    (beside / "sitecustomize.py").write_text("raise SystemExit('sitecustomize imported')\n")
+    monkeypatch.setenv("PYTHONPATH", str(beside))
+    monkeypatch.setenv("PYTHONSTARTUP", str(beside / "sitecustomize.py"))
+    scrubbed = child_env()  # what a judge starts with
+    assert not [k for k in scrubbed if k.startswith("PYTHON") and k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED")]
+    done = subprocess.run(host.python("json.tool", "--help"), cwd=tmp_path, capture_output=True, text=True, env=scrubbed)
     assert done.returncode == 0 and "usage" in done.stdout, done.stderr
+    done = subprocess.run(host.python("site"), cwd=tmp_path, capture_output=True, text=True, env=scrubbed)
+    assert done.returncode == 0, done.stderr
+    entries = [line.strip().rstrip(",").strip("'") for line in done.stdout.split("sys.path = [")[1].split("]")[0].splitlines()]
+    entries = [e for e in entries if e and "__path_hook__" not in e]  # setuptools' editable finder, shown joined to cwd
+    assert entries[0] == host.import_root() and os.listdir(entries[0]) == ["grader"]
+    assert str(tmp_path) not in entries and "" not in entries and str(beside) not in entries, entries
 
 
 @pytest.fixture

@@ -50,10 +50,12 @@ def test_without_the_key_only_the_public_checks_run_and_say_so(release):
     assert stubs.returncode == 1 and "Total: 0/6" in stubs.stdout
 
 
-def test_a_wrong_key_is_a_usage_error(release):
+def test_a_wrong_key_is_one_clean_line_and_exit_2(release):
     rel, _ = release
     done = grade_in(rel, "--submission", "exercises", key=b"x" * 44)
     assert done.returncode == 2 and "does not open grader/sealed.bin" in done.stdout + done.stderr
+    printed = (done.stdout + done.stderr).strip().splitlines()
+    assert len(printed) == 1 and printed[0].startswith("Error: ") and "Usage" not in done.stderr, printed
 
 
 def test_the_key_can_come_on_standard_input_as_the_workflow_passes_it(release):

@@ -101,3 +101,17 @@ def test_safe_keeps_printable_text_and_a_valid_surrogate_pair():
     assert safe("αβγ ✓ 😀 tab\there") == "αβγ ✓ 😀 tab here"
     assert safe("\ud83d\ude00") == "😀"
     assert safe("\ud800" * 400, 10) == "\ufffd" * 9 + "…"
+
+
+def test_an_unwritten_piece_is_one_line_in_a_full_run_whose_training_case_did_not_run():
+    from grader.runner.report import to_text
+
+    stub = "not implemented yet (piece 'luong': write LuongDotAttention.forward)"
+    waiting = "not run: the grader trains the model only once 'x' passes; fix that case first"
+    runs = [PieceRun("luong", [CaseResult("test_a", 3, False, stub), CaseResult("test_b", 2, False, stub),
+                               CaseResult("test_train", 5, False, waiting)])]
+    lines = to_text(runs, "exercises").splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("✗ luong"))
+    assert lines[at + 1].strip() == stub and not lines[at + 2].strip()  # that line alone, nothing "not run"
+    written = [PieceRun("luong", [CaseResult("test_a", 3, False, "off by 1e-1"), CaseResult("test_train", 5, False, waiting)])]
+    assert "not run: the grader trains" in to_text(written, "exercises")  # a written piece still says why

@@ -144,10 +144,11 @@ def test_the_filled_notebook_runs_in_a_kernel_of_the_release_and_check_grades_fr
 
 def classroom_step(installed: Installed, home: Path, pieces: list[str]) -> tuple[subprocess.CompletedProcess, dict]:
     """The workflow's grading step, as written in classroom.yml, in `home` (which holds exercises/; the release's
-    grader/ is copied beside it, as in a student's repository), the venv's python running it with these pieces
+    grader/ and datasets/ are copied beside it, as in a student's repository), the venv's python running it with these pieces
     selected; returns the run and the payload it hands the reporter."""
-    if not (home / "grader").exists():
-        shutil.copytree(installed.rel / "grader", home / "grader")
+    for folder in ("grader", "datasets"):
+        if not (home / folder).exists():
+            shutil.copytree(installed.rel / folder, home / folder)
     done, output = run_grading_step(home, home, str(installed.bin("python")), pieces, installed.env(installed.key),
                                     timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr

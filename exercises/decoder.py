@@ -35,7 +35,9 @@ class AttnDecoder(nn.Module):
             src_mask: (B, T_src) bool, True at real source tokens.
 
         Returns:
-            logits: (B, V_tgt), computed from [h; context].
+            logits: (B, V_tgt), computed from [h; context]: the head's raw scores. Their log_softmax is
+                accepted too (it shifts each row by a constant, which leaves softmax, argmax, the
+                cross-entropy loss and every gradient unchanged); probabilities (softmax) are not.
             (h, c): each (B, H), the new decoder state.
             alpha: (B, T_src), the attention weights used at this step.
         """
@@ -66,7 +68,8 @@ class Seq2SeqAttn(nn.Module):
             teacher_forcing_ratio: probability of feeding the true previous token (1.0: always).
 
         Returns:
-            logits: (B, T_tgt - 1, V_tgt), one row per predicted position.
+            logits: (B, T_tgt - 1, V_tgt), one row per predicted position (forward_step's logits, or
+                their log_softmax).
             alpha: (B, T_tgt - 1, T_src), the attention weights of every step.
         """
         raise NotImplementedError("piece 'decoder': write Seq2SeqAttn.forward")

@@ -65,6 +65,7 @@ def _submission(path: Path, scratch: Path) -> Path:
     notebook thus earns the same grade, in Classroom too, as editing the files; stderr says which was graded.
     """
     from grader.lesson.notebook import NOTEBOOK, NotebookError
+    from grader.runner import report
 
     given = path
     if path.suffix == ".ipynb" and path.is_file():
@@ -72,8 +73,8 @@ def _submission(path: Path, scratch: Path) -> Path:
 
         try:
             return extract(path, scratch / "notebook").resolve()
-        except NotebookError as e:
-            raise click.BadParameter(str(e), param_hint="--submission") from None
+        except NotebookError as e:  # its reason may quote the notebook's text: escaped as every report escapes it
+            raise click.BadParameter(report.safe(str(e), 500), param_hint="--submission") from None
     if not path.exists():
         raise click.BadParameter(f"{path} does not exist; pass the folder that holds your encoder.py, additive.py, ...", param_hint="--submission")
     if not path.is_dir():
@@ -85,7 +86,7 @@ def _submission(path: Path, scratch: Path) -> Path:
             path, files = combine(path, scratch / "combined")
             click.echo(describe(files), err=True)
         except NotebookError as e:  # the .py files can still be graded; say why the notebook was not read
-            click.echo(f"{e}; graded: the .py files only", err=True)
+            click.echo(f"{report.safe(str(e), 500)}; graded: the .py files only", err=True)
     if not any((path / f"{m}.py").is_file() for m in MODULES):
         raise click.BadParameter(f"{given} holds none of the lab's files ({', '.join(m + '.py' for m in MODULES)})", param_hint="--submission")
     return path.resolve()
@@ -205,23 +206,25 @@ def release() -> None:
 
 @release.command("student")
 @click.argument("out", type=click.Path(path_type=Path, file_okay=False))
-@click.option("--key-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Reuse the sealing key in this file (default: make a new one and write it beside OUT).")
-def release_student(out: Path, key_file: Path | None) -> None:
-    """Stubs, notebook, grader, data and workflow, with the reference and hidden cases sealed."""
+@click.option("--seal-key-file", "--key-file", "key_file", type=click.Path(path_type=Path, dir_okay=False),
+              default=None, help="Seal with the key in this file. Default: ATTNLAB_SEAL_KEY, else the previous "
+              "release's key file OUT.seal-key, else a new key written there (mode 0600).")
+@click.option("--new-key", is_flag=True, help="Seal with a new key, written to OUT.seal-key: the Classroom secret "
+              "ATTNLAB_SEAL_KEY must then be updated, since the old key does not open this release.")
+def release_student(out: Path, key_file: Path | None, new_key: bool) -> None:
+    """Stubs, notebook, grader, data and workflow, with the reference, hidden cases and answering lab code sealed."""
+    from grader.runner import layout
     from grader.verbs import release as verb
 
-    key = key_file.read_bytes().strip() if key_file else None
     try:
-        _, key = verb.student(out, key)
+        chosen, said = verb.build_student(out, key_file=key_file, env_key=layout.held_key(), new_key=new_key)
     except FileExistsError as e:
         raise click.BadParameter(str(e), param_hint="OUT") from None
-    key_path = key_file or out.with_name(out.name + ".seal-key")
-    if not key_file:
-        key_path.write_bytes(key + b"\n")
-    click.echo(f"wrote the student release to {out}\n"
-               f"sealing key: {key_path} (keep it out of the release). Store its contents as the repository or "
-               f"organisation secret ATTNLAB_SEAL_KEY so the Classroom workflow can open the hidden cases.")
+    except verb.ReleaseError as e:
+        raise GraderError(str(e)) from None
+    click.echo(f"wrote the student release to {out}\n{said}\n"
+               f"Keep {chosen.path} out of the release. Its contents are the repository or organisation secret "
+               f"ATTNLAB_SEAL_KEY, with which the Classroom workflow opens the hidden cases.")
 
 
 @release.command("gradescope")

@@ -28,9 +28,15 @@ def attend(m, enc, s_prev, mask, B: int, T: int, H: int):
     return context, alpha
 
 
+NO_SOFTMAX = ("alpha is not a softmax: its weights must lie between 0 and 1 and each row sum to 1, and some are "
+              "negative, -inf or above 1. Apply torch.softmax(scores, dim=-1) after setting the pads' scores to -inf.")
+
+
 def check_alpha(alpha, mask):
     if alpha.isnan().any():
         verdicts.fail("alpha contains NaN: a softmax over a row whose every score is -inf gives NaN. " + POLARITY)
+    if (alpha < 0).any() or (alpha > 1 + 1e-6).any():  # scores, not weights: the softmax is missing
+        verdicts.fail(NO_SOFTMAX)
     pads = alpha.masked_select(~mask)
     if pads.numel() and pads.abs().max() > 0:
         if alpha.masked_select(mask).abs().max() == 0:
@@ -69,7 +75,8 @@ def test_the_lessons_worked_example(sub, ref):
     verdicts.copy_weights(m, r, "BahdanauAttention")
     enc = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])  # h1, h2, h3
     s_prev = torch.tensor([[0.5, 0.5]])
-    context, alpha = attend(m, enc, s_prev, None, 1, 3, 2)
+    context, alpha = util.at_size_one(lambda: attend(m, enc, s_prev, None, 1, 3, 2),  # one sentence: B = 1
+                                      lambda: right_at_the_usual_sizes(sub, ref), "BahdanauAttention.forward")
     rc, ra = r(enc, s_prev)
     if not verdicts.is_close(alpha.sum(-1), torch.ones(1)):
         verdicts.fail("the weights of alpha do not sum to 1: take the softmax over the source positions (the last dimension).")
@@ -79,7 +86,17 @@ def test_the_lessons_worked_example(sub, ref):
                  "The context is the alpha-weighted sum of the encoder states.", atol=1e-3)
 
 
-@pytest.mark.points(4)  # with the device case's point: values on meta cannot be checked
+def tied(r, weight: str):
+    """The reference with one projection applied on both sides (Wh or Ws for W_h and W_s): the tied-weights mistake."""
+    t = type(r)(r.Wh.weight.size(0))
+    t.load_state_dict(r.state_dict())
+    with torch.no_grad():
+        t.Wh.weight.copy_(getattr(r, weight).weight)
+        t.Ws.weight.copy_(getattr(r, weight).weight)
+    return t
+
+
+@pytest.mark.points(3)
 def test_it_matches_the_reference_on_random_weights(sub, ref):
     s = util.MAIN
     m, r = pair_of(sub, ref, s.H)
@@ -91,6 +108,11 @@ def test_it_matches_the_reference_on_random_weights(sub, ref):
     swapped = r(enc.flip(-1), s_prev, mask)[1]  # a reversed feature axis hints at a misplaced transpose
     if verdicts.is_close(alpha, swapped):
         verdicts.fail("alpha looks computed with a transposed weight; apply self.Wh and self.Ws as layers.")
+    for weight, other in (("Wh", "Ws"), ("Ws", "Wh")):
+        if not verdicts.is_close(alpha, ra) and verdicts.is_close(alpha, tied(r, weight)(enc, s_prev, mask)[1]):
+            verdicts.fail(f"alpha looks computed with self.{weight} on both the encoder states and the decoder state: "
+                          f"W_h (self.Wh) projects the encoder states, W_s (self.Ws) the decoder state; self.{other} "
+                          "is never used.")
     verdicts.close(alpha, ra, "alpha", "Score with v^T tanh(W_h h_i + W_s s_{t-1}): W_h on the encoder states, W_s on the decoder state.")
     verdicts.close(context, rc, "context", "Return the alpha-weighted sum of the encoder states as the context.")
 
@@ -101,8 +123,9 @@ def test_it_handles_edge_sizes(sub, ref, s):
     m, r = pair_of(sub, ref, s.H)
     enc, s_prev = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
     mask = torch.ones(s.B, s.T, dtype=torch.bool)
-    util.edge_sizes("BahdanauAttention", attend(m, enc, s_prev, mask, s.B, s.T, s.H), r(enc, s_prev, mask),
-                    lambda: right_at_the_usual_sizes(sub, ref), MATCHES, squeeze=" (squeeze(-1))")
+    usual = lambda: right_at_the_usual_sizes(sub, ref)  # noqa: E731
+    got = util.at_size_one(lambda: attend(m, enc, s_prev, mask, s.B, s.T, s.H), usual, "BahdanauAttention.forward")
+    util.edge_sizes("BahdanauAttention", got, r(enc, s_prev, mask), usual, MATCHES, squeeze=" (squeeze(-1))")
 
 
 @pytest.mark.points(2)
@@ -134,17 +157,24 @@ def test_noise_written_into_pads_leaves_the_context_unchanged(sub, ref):
                  "Pad positions must get exactly zero weight, whatever the encoder wrote there.")
 
 
-@pytest.mark.points(0)  # a hint: see util.on_meta
+@pytest.mark.points(1)
 def test_tensors_follow_the_input_device(sub, ref):
     s = util.MAIN
     m, r = pair_of(sub, ref, s.H)
     mask = util.mask_for(util.lengths(s), s.T)
     enc, s_prev = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
-    util.close(attend(m, enc, s_prev, mask, s.B, s.T, s.H)[1], r(enc, s_prev, mask)[1], "alpha on the CPU",
-               "Device-agnostic code must first be right on the CPU. " + util.see(MATCHES))
-    context, alpha = util.on_meta(attend, m.to("meta"), enc.to("meta"), s_prev.to("meta"), mask.to("meta"), s.B, s.T, s.H,
-                                  what="BahdanauAttention.forward", hint="make new tensors on the inputs' device")
-    verdicts.on_device("meta", "make new tensors on the inputs' device", context=context, alpha=alpha)
+    rc, ra = r(enc, s_prev, mask)
+    context, alpha = attend(m, enc, s_prev, mask, s.B, s.T, s.H)
+    for name, got, want in (("alpha", alpha, ra), ("the context", context, rc)):  # everything compared below
+        util.close(got, want, f"{name} on the CPU",
+                   "Device-agnostic code must first be right on the CPU. " + util.see(MATCHES))
+    on_cuda = util.build(sub, "BahdanauAttention", s.H)  # a fresh module: the probe moves it to the device
+    verdicts.copy_weights(on_cuda, r, "BahdanauAttention")
+    out = util.on_device(on_cuda, enc, s_prev, mask, what="BahdanauAttention.forward", hint=util.NEW_TENSORS,
+                         names={(0,): "the context", (1,): "alpha"})
+    context, alpha = verdicts.pair(out, "forward's result (context, alpha)")
+    util.close(alpha, ra, "alpha on a CUDA device", util.SAME_EVERYWHERE)
+    util.close(context, rc, "the context on a CUDA device", util.SAME_EVERYWHERE)
 
 
 @pytest.mark.points(0)

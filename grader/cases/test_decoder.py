@@ -18,6 +18,27 @@ from . import util
 pytestmark = pytest.mark.piece("decoder")
 STEP = "a step matches the reference on random weights"  # the cases whose checks name the usual causes
 FORCED = "the model matches the reference under teacher forcing"
+HEAD = "Compute the logits with self.head on [h; context], the new h first."
+
+
+def rows(logits: torch.Tensor) -> torch.Tensor:
+    """Logits as the lab takes them: each row up to a constant. Their log-softmax (what PyTorch's translation tutorial
+    returns) has the same softmax, argmax, cross-entropy and gradients, so it is compared after the same shift."""
+    return logits - logits.logsumexp(-1, keepdim=True)
+
+
+def logits_close(got, want: torch.Tensor, what: str, hint: str) -> None:
+    """util.close for logits, each row up to a constant (the head's output or its log_softmax); probabilities are named."""
+    verdicts.tensor(got, what, tuple(want.shape), want.dtype)
+    verdicts.finite(got, what, hint)
+    if not verdicts.is_close(rows(got), rows(want)) and verdicts.is_close(got, torch.softmax(want, -1)):
+        verdicts.fail(f"{what} are probabilities (a softmax over the vocabulary): return the head's output, the logits "
+                      "(or their log_softmax); cross-entropy and argmax take logits.")
+    util.close(rows(got), rows(want), f"{what} (each row up to a constant)", hint)
+
+
+def logits_match(got, want: torch.Tensor) -> bool:
+    return isinstance(got, torch.Tensor) and got.shape == want.shape and verdicts.is_close(rows(got), rows(want))
 
 
 def decoder_pair(sub, ref, s: util.Sizes):
@@ -29,6 +50,8 @@ def decoder_pair(sub, ref, s: util.Sizes):
 
 def step_inputs(s: util.Sizes, device: str = "cpu"):
     n = util.lengths(s)
+    if s.T > 1:
+        n[-1] = min(int(n[-1]), s.T - 1)  # a row with pads: attention without the mask shows
     y_prev = torch.randint(1, s.V, (s.B, 1))
     state = (torch.randn(s.B, s.H), torch.randn(s.B, s.H))
     enc = torch.randn(s.B, s.T, s.H)
@@ -54,14 +77,31 @@ def check_step(m, r, inputs, s: util.Sizes):
     logits, h2, c2, alpha = run_step(m, y_prev, h, c, enc, mask, s)
     rl, (rh, rc), ra = r.forward_step(y_prev, (h, c), enc, mask)
     if not verdicts.is_close(alpha, ra):
-        for query, name in ((c, "the previous cell state c"), (rh, "the new hidden state h")):
-            if verdicts.is_close(alpha, r.attn(enc, query, mask)[1]):
-                verdicts.fail(f"alpha was computed from {name}; attend with the previous hidden state h_(t-1) "
-                            "before running the LSTMCell.")
+        check_query(alpha, r, enc, mask, h, c, (rh, h2))
         verdicts.fail("alpha differs from the reference: call self.attn(encoder_outputs, h_prev, src_mask).")
     verdicts.close(h2, rh, "the new h", "Feed the LSTMCell the concatenation [embedding of y_prev; context] and the previous (h, c).")
     verdicts.close(c2, rc, "the new c", "Feed the LSTMCell the previous (h, c) as its state.")
-    verdicts.close(logits, rl, "logits", "Compute the logits with self.head on [h; context], the new h first.")
+    logits_close(logits, rl, "logits", HEAD)
+
+
+def check_query(alpha, r, enc, mask, h_prev, c_prev, new_h) -> None:
+    """Name the usual wrong calls of the attention by the weights they give (the reference attention has the step's
+    weights): the mask left out; the cell state, or the new state, as the query (the reference's new h, or the one
+    the student's own cell layout made: the LSTMCell run before attending)."""
+    masks = [(mask, False)] + ([(None, True)] if mask is not None and not bool(mask.all()) else [])
+    for m, unmasked in masks:
+        also = ", and without src_mask (pads got weight)" if unmasked else ""
+        fix = "; and pass src_mask to self.attn" if unmasked else ""
+        if unmasked and verdicts.is_close(alpha, r.attn(enc, h_prev, m)[1]):
+            verdicts.fail("alpha gives weight to pad positions: the attention was called without the mask; pass it: "
+                          "self.attn(encoder_outputs, h_prev, src_mask).")
+        if verdicts.is_close(alpha, r.attn(enc, c_prev, m)[1]):
+            verdicts.fail(f"alpha was computed from the previous cell state c{also}; attend with the previous hidden "
+                          f"state h_(t-1) before running the LSTMCell{fix}.")
+        if any(verdicts.is_close(alpha, r.attn(enc, h, m)[1]) for h in new_h):
+            verdicts.fail(f"alpha was computed from the new hidden state h_t, after the LSTMCell{also}; attend with the "
+                          "previous hidden state h_(t-1) that forward_step is given, before running the LSTMCell "
+                          f"(whose input is [embedding of y_prev; context]){fix}.")
 
 
 def step_right(sub, ref) -> bool:
@@ -82,7 +122,9 @@ def test_a_step_matches_the_reference_on_random_weights(sub, ref):
 @pytest.mark.parametrize("s", util.EDGES)
 def test_a_step_handles_edge_sizes(sub, ref, s):
     m, r = decoder_pair(sub, ref, s)
-    check_step(m, r, step_inputs(s), s)
+    util.at_size_one(lambda: check_step(m, r, step_inputs(s), s),
+                     lambda: check_step(*decoder_pair(sub, ref, util.MAIN), step_inputs(util.MAIN), util.MAIN),
+                     "AttnDecoder.forward_step")
 
 
 GRADS = "gradients reach the attention parameters"
@@ -99,10 +141,10 @@ def check_step_grads(sub, ref) -> None:
     inputs = step_inputs(s)
     check_step(m, r, inputs, s)  # the property is paid only when the values are right
     run_step(m, *inputs, s, keep="out")
-    verdicts.call(sub.backward, "out#0", what="backward through forward_step")
+    verdicts.call(sub.backward, "out#0", rows=True, what="backward through forward_step")
     grads = m.grads("attn.")
     rl, _, _ = r.forward_step(inputs[0], (inputs[1], inputs[2]), inputs[3], inputs[4])
-    rl.square().sum().backward()  # the same loss through the reference step: its gradients are the answer
+    rows(rl).square().sum().backward()  # the same loss through the reference step: its gradients are the answer
     for name, p in ((n, p) for n, p in r.named_parameters() if n.startswith("attn.")):
         g = grads.get(name)
         if not isinstance(g, torch.Tensor) or not g.abs().sum() > 0:
@@ -128,17 +170,18 @@ def run_model(m, src, mask, tgt, s: util.Sizes):
     return out
 
 
-@pytest.mark.points(3)  # with the device case's point: values on meta cannot be checked
+@pytest.mark.points(2)
 def test_the_model_matches_the_reference_under_teacher_forcing(sub, ref):
     s = util.MAIN
     m, r, (src, mask, tgt) = model_pair(sub, ref, s, T_tgt=6)
     logits, alpha = run_model(m, src, mask, tgt, s)
     rl, ra = r(src, mask, tgt)
-    if not (verdicts.is_close(alpha, ra) and verdicts.is_close(logits, rl)) and not step_right(sub, ref):
+    if not (verdicts.is_close(alpha, ra) and logits_match(logits, rl)) and not step_right(sub, ref):
         verdicts.fail("a single forward_step already differs from the reference. " + util.see(STEP))
     util.close(alpha, ra, "alpha", "Start the decoder from the encoder's final (h, c) without the layer dimension, "
                  "and feed tgt[:, t-1:t] at step t (teacher forcing).")
-    util.close(logits, rl, "logits", "Row t-1 of the logits must be the prediction for tgt[:, t], from the true previous token.")
+    logits_close(logits, rl, "logits", "Row t-1 of the logits must be the prediction for tgt[:, t], from the true "
+                 "previous token.")
 
 
 @pytest.mark.points(1)
@@ -147,14 +190,14 @@ def test_gradients_through_the_model_match_the_reference(sub, ref):
     m, r, (src, mask, tgt) = model_pair(sub, ref, s, T_tgt=5)
     logits = run_model(m, src, mask, tgt, s)[0]
     rl = r(src, mask, tgt)[0]
-    if not verdicts.is_close(logits, rl):  # the property is paid only when the values are right
+    if not logits_match(logits, rl):  # the property is paid only when the values are right
         verdicts.fail("the model's logits differ from the reference. " + util.see(STEP if not step_right(sub, ref) else FORCED))
     if not util.right_elsewhere(lambda: check_step_grads(sub, ref)):
         verdicts.fail("a single step's gradients already differ from the reference. " + util.see(GRADS))
     verdicts.call(m.call, "forward", src, mask, tgt, keep="out", what="Seq2SeqAttn.forward")
-    verdicts.call(sub.backward, "out#0", what="backward through Seq2SeqAttn.forward")
+    verdicts.call(sub.backward, "out#0", rows=True, what="backward through Seq2SeqAttn.forward")
     grads = verdicts.call(m.grads, "", what="reading the gradients")
-    rl.square().sum().backward()  # the same loss through the reference model: its gradients are the answer
+    rows(rl).square().sum().backward()  # the same loss through the reference model: its gradients are the answer
     hint = ("Keep every step's logits in the graph on the way to the result (no .detach(), .item(), torch.no_grad() "
             "or new tensors built from their values): the grader trains through them.")
     for name, p in r.named_parameters():
@@ -170,33 +213,38 @@ def test_gradients_through_the_model_match_the_reference(sub, ref):
 def test_the_model_handles_a_single_sentence(sub, ref):
     s = util.SINGLE_SENTENCE
     m, r, (src, mask, tgt) = model_pair(sub, ref, s, T_tgt=4)
-    logits, _ = run_model(m, src, mask, tgt, s)
+    logits, _ = util.at_size_one(lambda: run_model(m, src, mask, tgt, s), lambda: check_model(sub, ref),
+                                 "Seq2SeqAttn.forward")
     rl = r(src, mask, tgt)[0]
-    if not verdicts.is_close(logits, rl):
+    if not logits_match(logits, rl):
         if not step_right(sub, ref):
             verdicts.fail("a single forward_step already differs from the reference. " + util.see(STEP))
         if not util.right_elsewhere(lambda: check_model(sub, ref)):
             verdicts.fail("the model differs from the reference with several sentences too. " + util.see(FORCED))
-    util.close(logits, rl, "logits", "With B = 1, squeeze only the layer dimension of (h, c).")
+    logits_close(logits, rl, "logits", "With B = 1, squeeze only the layer dimension of (h, c).")
 
 
 def check_model(sub, ref) -> None:
     s = util.MAIN
     m, r, (src, mask, tgt) = model_pair(sub, ref, s, T_tgt=6)
-    util.close(run_model(m, src, mask, tgt, s)[0], r(src, mask, tgt)[0], "logits", "")
+    logits_close(run_model(m, src, mask, tgt, s)[0], r(src, mask, tgt)[0], "logits", "")
 
 
-@pytest.mark.points(0)  # a hint: see util.on_meta
+@pytest.mark.points(1)
 def test_tensors_follow_the_input_device(sub, ref):
     s = util.MAIN
     m, r, (src, mask, tgt) = model_pair(sub, ref, s, T_tgt=5)
-    logits, rl = run_model(m, src, mask, tgt, s)[0], r(src, mask, tgt)[0]
-    if not verdicts.is_close(logits, rl):
+    (logits, alpha), rl = run_model(m, src, mask, tgt, s), r(src, mask, tgt)
+    if not (logits_match(logits, rl[0]) and verdicts.is_close(alpha, rl[1])):  # everything compared below
         verdicts.fail("the CPU result differs from the reference (device-agnostic code must first be right on the "
                     "CPU). " + util.see(STEP if not step_right(sub, ref) else FORCED))
-    logits, alpha = util.on_meta(run_model, m.to("meta"), src.to("meta"), mask.to("meta"), tgt.to("meta"), s,
-                                 what="Seq2SeqAttn.forward", hint="create buffers with device=src.device")
-    verdicts.on_device("meta", "create buffers with device=src.device", logits=logits, alpha=alpha)
+    on_cuda = util.build(sub, "Seq2SeqAttn", s.V, s.V + 2, s.E, s.H)  # a fresh model: the probe moves it to the device
+    verdicts.copy_weights(on_cuda, r, "Seq2SeqAttn")
+    out = util.on_device(on_cuda, src, mask, tgt, what="Seq2SeqAttn.forward", hint=util.NEW_TENSORS,
+                         names={(0,): "the logits", (1,): "alpha"})
+    logits, alpha = verdicts.pair(out, "Seq2SeqAttn.forward's result (logits, alpha)")
+    logits_close(logits, rl[0], "the logits on a CUDA device", util.SAME_EVERYWHERE)
+    util.close(alpha, rl[1], "alpha on a CUDA device", util.SAME_EVERYWHERE)
 
 
 @pytest.mark.points(0)
@@ -205,7 +253,8 @@ def test_cuda_matches_cpu(sub, ref):
     s = util.MAIN
     m, r, (src, mask, tgt) = model_pair(sub, ref, s, T_tgt=5)
     logits, _ = run_model(m.to(dev), src.to(dev), mask.to(dev), tgt.to(dev), s)
-    verdicts.close(logits.cpu(), r(src, mask, tgt)[0], "logits on CUDA", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)
+    verdicts.close(rows(logits.cpu()), rows(r(src, mask, tgt)[0]), "logits on CUDA (each row up to a constant)",
+                   "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)
 
 
 @pytest.mark.points(5)

@@ -63,7 +63,7 @@ def test_it_returns_an_output_for_every_time_step(sub, ref):
         verdicts.finite(t, name)
 
 
-@pytest.mark.points(4)  # with the device case's point: values on meta cannot be checked
+@pytest.mark.points(3)
 def test_it_matches_the_reference_on_random_weights(sub, ref):
     s = util.MAIN
     m, r = pair_of(sub, ref, s)
@@ -94,11 +94,18 @@ def test_gradients_flow_from_every_output_back_to_the_encoder(sub, ref):
         verdicts.close(g, p.grad, f"the gradient of {name}", "Return the LSTM's outputs as they are, still in the graph.")
 
 
+def usual_src() -> torch.Tensor:
+    s = util.MAIN
+    return torch.randint(1, s.V, (s.B, s.T))
+
+
 @pytest.mark.points(1)
 @pytest.mark.parametrize("s", util.EDGES)
 def test_it_handles_edge_sizes(sub, ref, s):
     m, r = pair_of(sub, ref, s)
-    check_same(m, r, torch.randint(1, s.V, (s.B, s.T)), s, edge=True)
+    util.at_size_one(lambda: check_same(m, r, torch.randint(1, s.V, (s.B, s.T)), s, edge=True),
+                     lambda: check_same(*pair_of(sub, ref, util.MAIN), usual_src(), util.MAIN),
+                     "EncoderAll.forward")
 
 
 @pytest.mark.points(2)
@@ -123,15 +130,22 @@ def test_a_padded_row_equals_the_sentence_run_alone(sub, ref):
             verdicts.fail("h of a padded row is neither the state after its pads nor after its last real token.")
 
 
-@pytest.mark.points(0)  # a hint: see util.on_meta
+@pytest.mark.points(1)
 def test_tensors_follow_the_input_device(sub, ref):
     s = util.MAIN
     m, r = pair_of(sub, ref, s)
     src = torch.randint(1, s.V, (s.B, s.T))
     check_same(m, r, src, s)  # device-agnostic code must first be right on the CPU
-    outputs, h, c = util.on_meta(run, m.to("meta"), src.to("meta"), what="EncoderAll.forward",
-                                 hint="create tensors with device=src.device")  # nothing may stay behind
-    verdicts.on_device("meta", "create tensors with device=src.device, not on the default device", outputs=outputs, h=h, c=c)
+    hint = util.NEW_TENSORS + (util.PACKING if "pack_padded_sequence" in sub.source else "")
+    on_cuda = util.build(sub, "EncoderAll", s.V, s.E, s.H)  # a fresh module: the probe moves it to the device
+    verdicts.copy_weights(on_cuda, r, "EncoderAll")
+    out = util.on_device(on_cuda, src, what="EncoderAll.forward", hint=hint,
+                         names={(0,): "outputs", (1, 0): "h", (1, 1): "c"})
+    outputs, state = verdicts.pair(out, "EncoderAll.forward's result (outputs, (h, c))")
+    h, c = verdicts.pair(state, "EncoderAll.forward's second result (h, c)")
+    ro, (rh, rc) = r(src)
+    for name, x, want in (("outputs", outputs, ro), ("h", h, rh), ("c", c, rc)):
+        util.close(x, want, f"{name} on a CUDA device", util.SAME_EVERYWHERE)
 
 
 @pytest.mark.points(0)

@@ -23,7 +23,7 @@ def attend(sub, enc, q, mask):
     return verdicts.tensor(out[0], "context", (B, H)), verdicts.tensor(out[1], "alpha", (B, T))
 
 
-@pytest.mark.points(3)  # with the device case's point: values on meta cannot be checked
+@pytest.mark.points(2)
 def test_it_matches_the_reference_and_scales_by_sqrt_d(sub, ref):
     s = util.MAIN
     enc, q = torch.randn(s.B, s.T, s.H) * 2, torch.randn(s.B, s.H) * 2
@@ -83,8 +83,9 @@ def test_pads_get_exactly_zero_weight(sub, ref):
 @pytest.mark.parametrize("s", util.EDGES)
 def test_it_handles_edge_sizes(sub, ref, s):
     enc, q = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
-    util.edge_sizes("LuongDotAttention", attend(sub, enc, q, None), ref.luong.LuongDotAttention()(enc, q),
-                    lambda: right_at_the_usual_sizes(sub, ref), MATCHES)
+    usual = lambda: right_at_the_usual_sizes(sub, ref)  # noqa: E731
+    got = util.at_size_one(lambda: attend(sub, enc, q, None), usual, "LuongDotAttention.forward")
+    util.edge_sizes("LuongDotAttention", got, ref.luong.LuongDotAttention()(enc, q), usual, MATCHES)
 
 
 def right_at_the_usual_sizes(sub, ref) -> None:
@@ -97,21 +98,25 @@ def right_at_the_usual_sizes(sub, ref) -> None:
     util.close(context, rc, "context", "")
 
 
-@pytest.mark.points(0)  # a hint: see util.on_meta
+@pytest.mark.points(1)
 def test_tensors_follow_the_input_device(sub, ref):
     s = util.MAIN
     mask = util.mask_for(util.lengths(s), s.T)
     enc, q = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
-    alpha = attend(sub, enc, q, mask)[1]
-    ra = ref.luong.LuongDotAttention()(enc, q, mask)[1]
+    context, alpha = attend(sub, enc, q, mask)
+    rc, ra = ref.luong.LuongDotAttention()(enc, q, mask)
     # which case names the cause: a mistake in the pads (that case) or in the scores (the first case)
     full = torch.ones_like(mask)
     case = MATCHES if not verdicts.is_close(attend(sub, enc, q, full)[1], ref.luong.LuongDotAttention()(enc, q, full)[1]) \
         else "pads get exactly zero weight"
-    util.close(alpha, ra, "alpha on the CPU", "Device-agnostic code must first be right on the CPU. " + util.see(case))
-    context, alpha = util.on_meta(attend, sub, enc.to("meta"), q.to("meta"), mask.to("meta"),
-                                  what="LuongDotAttention.forward", hint="make new tensors on the inputs' device")
-    verdicts.on_device("meta", "make new tensors on the inputs' device", context=context, alpha=alpha)
+    for name, got, want in (("alpha", alpha, ra), ("the context", context, rc)):  # everything compared below
+        util.close(got, want, f"{name} on the CPU",
+                   "Device-agnostic code must first be right on the CPU. " + util.see(case))
+    out = util.on_device(util.build(sub, "LuongDotAttention"), enc, q, mask, what="LuongDotAttention.forward",
+                         hint=util.NEW_TENSORS, names={(0,): "the context", (1,): "alpha"})
+    context, alpha = verdicts.pair(out, "forward's result (context, alpha)")
+    util.close(alpha, ra, "alpha on a CUDA device", util.SAME_EVERYWHERE)
+    util.close(context, rc, "the context on a CUDA device", util.SAME_EVERYWHERE)
 
 
 @pytest.mark.points(0)

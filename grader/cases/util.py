@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from grader.judge import verdicts
+from grader.judge import verdicts, withhold
 from grader.lab import evaluate
 from grader.lab import toy
 from grader.lab import train
@@ -89,9 +89,9 @@ def on_meta(fn, *args, what: str, hint: str):
     """Call student code on meta tensors; torch's "Cannot copy out of meta tensor" (a NotImplementedError) means a
     tensor was made on the CPU and mixed with the inputs, not an unfinished piece.
 
-    The cases that use it are worth 0 points, like the CUDA cases: a meta tensor has no values, so code that
-    special-cases meta (`if x.device.type == "meta": return torch.empty(...)`) would pass them without being
-    device-agnostic. They run everywhere as a hint; their point went to a value-checked case of the piece."""
+    A case that uses it is worth 0 points, like the CUDA cases: a meta tensor has no values, so code that
+    special-cases meta (`if x.device.type == "meta": return torch.empty(...)`) would pass it without being
+    device-agnostic. The device cases that pay a point run on the stand-in CUDA device instead (on_device)."""
     try:
         with verdicts.meta_answers():
             return fn(*args)
@@ -123,7 +123,8 @@ def decoded_accuracy(model, pairs: list, what: str) -> dict[int, float]:
     except RemoteError as e:
         raise verdicts.student_failure(e, f"{what}, while the grader decoded with it") from None
     except (TypeError, ValueError, IndexError, AttributeError, RuntimeError) as e:
-        verdicts.fail(f"decoding with {what} after training failed ({type(e).__name__}: {str(e)[:200]}); forward_step "
+        said = withhold.hide(f"{type(e).__name__}: {str(e)[:200]}", type(e).__name__)  # it may quote an answer
+        verdicts.fail(f"decoding with {what} after training failed ({said}); forward_step "
                     "must return (logits, state, alpha) as documented.")
     finally:
         torch.set_num_threads(threads)
@@ -159,7 +160,9 @@ def graded_training(model, cfg: train.TrainConfig, warm: dict, what: str, layout
     start = time.perf_counter()
     lacks = verdicts.call(model.load, warm, False, what="loading the lab's trained parameters")
     if not isinstance(lacks, list) or lacks:
-        verdicts.fail(f"{what} lacks {str(lacks[0] if isinstance(lacks, list) else lacks)[:80]!r}; {layout_hint}.")
+        lacked = withhold.hide(repr(str(lacks[0] if isinstance(lacks, list) else lacks)[:80]),  # the worker's text
+                               "some of the lab's parameters")
+        verdicts.fail(f"{what} lacks {lacked}; {layout_hint}.")
     valid = cfg.valid_pairs()
     fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
     step = 0
@@ -167,7 +170,8 @@ def graded_training(model, cfg: train.TrainConfig, warm: dict, what: str, layout
         chunk = min(cfg.eval_every - step % cfg.eval_every, cfg.max_steps - step)
         done = verdicts.call(model.train_steps, fields, chunk, what=f"training {what}")
         if type(done) is not int or done != step + chunk:  # the loop ends only if the steps are taken
-            verdicts.fail(f"the training run reported step {str(done)[:20]} after {step} + {chunk} steps; the lab's "
+            said = withhold.hide(f"step {str(done)[:20]}", "another step")
+            verdicts.fail(f"the training run reported {said} after {step} + {chunk} steps; the lab's "
                         "training loop takes every step it is asked for, so something in the worker changed it.")
         step = done
         acc = decoded_accuracy(trained_copy(model, judge, what, layout_hint), valid, what)
@@ -177,3 +181,57 @@ def graded_training(model, cfg: train.TrainConfig, warm: dict, what: str, layout
             break
     test30 = [p for p in toy.read_split("test") if len(p[0]) == 30]
     return decoded_accuracy(judge, test30, what)[30]
+
+
+# ---- the device cases: a stand-in CUDA device (grader.worker.probe), the same on every machine ----
+
+MIXED = "Expected all tensors to be on the same device"  # torch's words (and the stand-in's) for a mixed operation
+NEW_TENSORS = "create the tensors forward makes on the inputs' device (device=src.device, zeros_like, new_zeros)"
+SAME_EVERYWHERE = ("The values on a CUDA device differ from those on the CPU: compute the same way on every device "
+                   "(no branch on x.device or x.is_cuda).")
+PACKING = "; only pack_padded_sequence's lengths stay on the CPU (lengths.cpu())"
+
+
+def on_device(handle, *args, method: str | None = None, what: str, hint: str, names: dict[tuple, str]):
+    """The results of `handle` (a module, or a function: sub.fn) called on `args` on a CUDA device, as CPU tensors
+    for the case to compare with the reference; fails with `hint` when an operation mixed a tensor on the CPU with
+    the inputs, or when one of `names` ({path in the result: name}) came back off the device.
+
+    The device is the worker's stand-in (grader.worker.probe): the inputs and the module's parameters say they are
+    on cuda:0 and hold real values, every operation is checked as CUDA checks it, and no GPU is needed, so the
+    point is decided the same on every machine. Code that special-cases a device (`if x.device.type == "meta"`)
+    gains nothing: the stand-in is not meta, and its values are compared with the reference's."""
+    try:
+        out = handle.probe(*args, method=method)
+    except RemoteError as e:
+        if MIXED in str(e):
+            verdicts.fail(f"on a CUDA device, {what} mixed a tensor made on the CPU with the inputs"
+                          f"{withhold.where(e.where)}: {hint}.")
+        raise verdicts.student_failure(e, f"{what}, on a CUDA device,") from None
+    if not isinstance(out, dict) or not {"values", "devices"} <= set(out):
+        verdicts.fail(f"the grader could not read {what}'s results on a CUDA device.")
+    for path, name in names.items():
+        where = out["devices"]
+        for i in path:
+            where = where[i] if isinstance(where, (tuple, list)) and len(where) > i else None
+        if isinstance(where, str) and where != "cuda":  # None: not a tensor there, which the case's checks name
+            place = "the CPU" if where == "cpu" else "another device"
+            verdicts.fail(f"on a CUDA device, {what} returned {name} on {place}, not on the inputs' device: {hint}.")
+    return out["values"]
+
+
+# ---- edge sizes: code right at the usual sizes that raises at B = 1 or T_src = 1 ----
+
+SQUEEZE = ("is right at the usual sizes but raises at size 1: squeeze() without a dimension drops the batch at B = 1 "
+           "and the source positions at T_src = 1; squeeze only the dimension you added (squeeze(1), squeeze(-1))")
+
+
+def at_size_one(fn, usual, what: str):
+    """fn() (a call at an edge size); when the student's code raises there but `usual()` (the same check at the usual
+    sizes) passes, the failure names squeeze() without a dimension, the usual cause."""
+    try:
+        return fn()
+    except verdicts.CaseFailure as e:
+        if not isinstance(e.__context__, RemoteError) or e.__context__.kind != "error" or not right_elsewhere(usual):
+            raise
+        verdicts.fail(f"{what} {SQUEEZE}. It raised: {e}")

@@ -82,6 +82,10 @@ def pytest_configure(config: pytest.Config) -> None:
     key = _read_key(config.getoption("--attnlab-key-fd"))
     ref_opt = config.getoption("--attnlab-reference")
     ref = Path(ref_opt) if ref_opt else None  # None: a release without its sealed cases, public checks only
+    if ref:  # an opened bundle: the lab modules a release seals (grader.lab.SEALED) sit beside its reference
+        from grader import lab
+
+        lab.attach(ref.resolve().parent)
     from grader.judge.workers import Output
     from grader.judge.reference_code import load_reference
 
@@ -105,6 +109,23 @@ def pytest_configure(config: pytest.Config) -> None:
     }
     config.stash[state_key] = st
     st["ref"] = load_reference(st["reference"]) if ref else None
+    st["withheld"] = _withhold(st)
+
+
+def _withhold(st: dict) -> str:
+    """Why this piece's workers' prints and messages reach no report ("" where they do): see grader.judge.withhold."""
+    from grader.judge import withhold
+    from grader.judge.sources import withheld
+    from grader.pieces import PIECES
+
+    why = withheld(st["piece"], st["reference"] is not None, st["part"]) if st["piece"] in PIECES else ""
+    if why:
+        piece = PIECES[st["piece"]]
+        path = st["submission"] / f"{piece.module}.py"
+        own = path.read_text(encoding="utf-8", errors="replace") if path.is_file() and not path.is_symlink() else ""
+        stubs = withhold.stub_messages((st["reference"] / f"{piece.module}.py").read_text(encoding="utf-8"), piece.name)
+        withhold.configure(True, path.name, own, stubs)
+    return why
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -112,7 +133,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if st is None:
         return
     text = st["output"].text()
-    if text:
+    if text and st["withheld"]:  # their prints stay here: only that there were some (the parent drops it anyway)
+        sys.stdout.write("(the workers' output is withheld)\n")
+    elif text:
         sys.stdout.write(text)  # the judge's own stdout is the piece's output file: the tail of what workers printed
         sys.stdout.flush()
     if st["slot"] is not None:
@@ -229,7 +252,7 @@ def progress(request: pytest.FixtureRequest):
 def sub(request: pytest.FixtureRequest):
     """The student's file for the piece under test, in the piece's jailed worker (grader.judge.remote.Submission)."""
     from grader.judge.workers import worker_server
-    from grader.judge.sources import lab_sources, student_sources
+    from grader.judge.sources import STUBBED, lab_sources, student_sources
     from grader.judge.remote import Slot, Submission
     from grader.pieces import PIECES
     from grader.judge.reference_code import ORDER
@@ -246,7 +269,7 @@ def sub(request: pytest.FixtureRequest):
     if st["slot"] is None:
         if st["server"] is None:
             st["server"] = worker_server(st["worker_fd"])
-        sources = student_sources(st["submission"], st["reference"], stem, ORDER, stubbed=stem == "evaluation")
+        sources = student_sources(st["submission"], st["reference"], stem, ORDER, stubbed=st["piece"] in STUBBED)
         st["slot"] = Slot(st["server"], sources, stem, path.name, st["output"], st["memory_gb"],
                           int(st["piece_timeout"]) + 60,
                           # the lab's training code (Luong's encoder and decode loop among it) only where the
@@ -309,6 +332,10 @@ def _write_record(item: pytest.Item, st: dict) -> None:
         "duration": round(time.perf_counter() - item.stash.get(_start_key, time.perf_counter()), 3),
         "jail": sorted(st["jail"]),
     }
+    from grader.judge import withhold
+
+    if withhold.dropped():  # the message left out something the worker said: the report says why
+        record["withheld"] = True
     if st.get("fault"):  # the grader's own processes failed: the parent reports it instead of a score
         record["fault"] = st["fault"]
     body = json.dumps(record, sort_keys=True)
@@ -363,6 +390,7 @@ def grader_fault(exc: BaseException) -> bool:
 
 def explain(exc: BaseException, item: pytest.Item) -> str:
     """Turn whatever a case raised into one line for the student (never the case's source)."""
+    from grader.judge import withhold
     from grader.judge.verdicts import CaseFailure
     from grader.judge.workers import LoadError, RemoteError, WorkerLost
 
@@ -370,6 +398,8 @@ def explain(exc: BaseException, item: pytest.Item) -> str:
     if isinstance(exc, (CaseFailure, LoadError)):
         return str(exc)
     if isinstance(exc, NotImplementedError):
+        if str(exc) and withhold.not_implemented(str(exc)) is None:  # not the stub's own: text of the worker's
+            return f"your code raised NotImplementedError; {withhold.NOTE}"
         return f"not implemented yet ({exc})" if str(exc) else "not implemented yet"
     if isinstance(exc, RemoteError):
         from grader.judge.verdicts import student_failure
@@ -381,5 +411,7 @@ def explain(exc: BaseException, item: pytest.Item) -> str:
     if isinstance(exc, WorkerLost) and exc.server:
         return f"the grader's worker server failed ({exc}); grade again, and report it if it persists"
     if isinstance(exc, WorkerLost):
-        return f"your code {exc}: the process running it ended before answering"
+        return f"your code {withhold.lost(str(exc))}: the process running it ended before answering"
+    if withhold.active():  # the judge's own error, but about data a worker sent: its type alone
+        return withhold.hide("", f"the grader could not run this case ({withhold.error_type(name)}); please report it")
     return f"the grader could not run this case ({name}: {(text[0] if text else '')[:200]}); please report it"

@@ -31,6 +31,11 @@ class Handle:
     def call(self, method: str, *args, keep: str | None = None, grad: bool = True, **kwargs):
         return self.sub.run({"cmd": "call", "target": self.name, "method": method, "keep": keep, "grad": grad}, args, kwargs)
 
+    def probe(self, *args, method: str | None = None, **kwargs) -> dict:
+        """Call the module (moved there first) or function on `args` on the worker's stand-in CUDA device
+        (grader.worker.probe): {"values": the results as CPU tensors, "devices": where each one was}."""
+        return self.sub.run({"cmd": "probe", "target": self.name, "method": method}, args, kwargs)
+
     def part(self, path: str) -> Handle:
         return Handle(self.sub, f"{self.name}.{path}")
 
@@ -89,7 +94,7 @@ class Slot:
                                      "filename": self.filename, "seed": 0, "lab": self.lab, "own": self.own},
                                     deadline)
             except RemoteError as e:
-                self.load_error = import_message(self.filename, e)
+                self.load_error = import_message(self.filename, e, self.sources[-1][1])
                 raise LoadError(self.load_error) from None
         return self.worker, spent
 
@@ -142,8 +147,10 @@ class Submission:
         """An argument naming a value kept in the worker ("out#0": the first item of what `keep="out"` kept)."""
         return wire.Ref(name)
 
-    def backward(self, kept: str) -> None:
-        self.run({"cmd": "backward", "name": kept})
+    def backward(self, kept: str, rows: bool = False) -> None:
+        """Backward from the kept value's sum of squares (rows=True: of its log-softmax over the last dimension, the
+        same for logits shifted by a constant in each row)."""
+        self.run({"cmd": "backward", "name": kept, "rows": rows})
 
     def ops(self, target: Handle, *args) -> int:
         return self.run({"cmd": "ops", "target": target.name, "method": None}, args)

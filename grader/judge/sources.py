@@ -7,9 +7,18 @@ from pathlib import Path
 
 def lab_sources(names: tuple[str, ...]) -> list[tuple[str, str]]:
     """The text of the lab's own modules a piece's worker needs (grader/lab/<name>.py, in the order given): workers
-    import no lab module of their own, so none holds code that computes another piece's answer."""
-    here = Path(__file__).resolve().parent.parent / "lab"
-    return [(name, (here / f"{name}.py").read_text(encoding="utf-8")) for name in names]
+    import no lab module of their own, so none holds code that computes another piece's answer. A student release
+    seals the ones that hold an answer (grader.lab.SEALED): they are read from the opened bundle (grader.lab.find)."""
+    from grader import lab
+
+    found = []
+    for name in names:
+        path = lab.find(name)
+        if path is None:
+            raise FileNotFoundError(f"grader/lab/{name}.py is sealed in this release (grader/sealed.bin); "
+                                    "it opens with the seal key")
+        found.append((name, Path(path).read_text(encoding="utf-8")))
+    return found
 
 
 def relative_imports(source: str) -> set[str]:
@@ -30,11 +39,29 @@ def relative_imports(source: str) -> set[str]:
     return found
 
 
+def registry_imports(stem: str) -> list[str]:
+    """The modules a piece's module imports by its registry entry (grader/pieces.py `imports`), and what those import
+    in turn, in the order the pieces run: the only siblings its worker is given, whatever the student's file imports."""
+    from grader.pieces import PIECES, run_order
+
+    by_module = {p.module: p for p in PIECES.values()}
+    found: set[str] = set()
+    todo = [stem]
+    while todo:
+        for line in by_module[todo.pop()].imports:  # "from .context import attention_context"
+            other = line.split()[1].lstrip(".")
+            if other not in found:
+                found.add(other)
+                todo.append(other)
+    return [PIECES[name].module for name in run_order(list(PIECES)) if PIECES[name].module in found]
+
+
 def student_sources(submission: Path, reference: Path | None, stem: str, order: list[str],
                     stubbed: bool = False) -> list[tuple[str, str]]:
-    """What a worker loads: the student's file for `stem` last, and before it, in dependency order, only
-    the lab modules it imports and what those import in turn: the reference's (their stubs where
-    `stubbed`), or the student's own in public mode. Only regular files are read."""
+    """What a worker loads: the student's file for `stem` last, and before it, in dependency order, exactly the
+    modules the piece's registry entry imports (`registry_imports`): the reference's (their stubs where `stubbed`),
+    or the student's own in public mode. An import the registry does not list (a decoder's `from .luong import`)
+    finds nothing in the worker. Only regular files are read."""
     from grader.lesson.stubs import stub_source
 
     def read(path: Path) -> str | None:
@@ -45,16 +72,39 @@ def student_sources(submission: Path, reference: Path | None, stem: str, order: 
     base = reference if reference is not None else submission
     own = read(submission / f"{stem}.py") or ""
     earlier = order[: order.index(stem)]
-    texts: dict[str, str] = {}
-    todo = [m for m in relative_imports(own) if m in earlier]
-    while todo:
-        other = todo.pop()
-        if other in texts:
-            continue
-        text = read(base / f"{other}.py")
-        if text is None:
-            continue
-        texts[other] = text
-        todo += [m for m in relative_imports(text) if m in earlier]
-    out = [(m, stub_source(texts[m], m) if stubbed and reference is not None else texts[m]) for m in order if m in texts]
+    texts = {m: read(base / f"{m}.py") for m in registry_imports(stem) if m in earlier}
+    out = [(m, stub_source(texts[m], m) if stubbed and reference is not None else texts[m])
+           for m in order if texts.get(m) is not None]
     return out + [(stem, own)]
+
+
+# The lab's own modules that hold a piece's answer: the baseline's Encoder.forward is EncoderAll.forward, and its
+# decode_teacher_forced (Luong's model's forward) is the loop of Seq2SeqAttn.forward. toy (the task) and train (the
+# training loop) answer no piece. (A student release seals these, with the evaluator, in grader/sealed.bin:
+# grader.lab.SEALED; Luong's worker, the one that holds them, is withheld for the reference's context too.)
+ANSWER_LAB = {"baseline": "the lab's baseline encoder", "luong_model": "Luong's decoder"}
+STUBBED = ("evaluation",)  # pieces whose worker gets the stubs of the modules it imports, not the reference
+
+
+def withheld(piece: str, graded: bool, part: str = "all") -> str:
+    """Why what a piece's workers print, warn and raise reaches no report, or "" where it is shown.
+
+    A worker that holds reference code (the modules its registry entry imports; not their stubs, which the
+    evaluation piece gets) or lab code that holds an answer (ANSWER_LAB, given only where a training case runs:
+    `part` is not "units") could copy it into its prints or exception messages. In public mode (`graded` False)
+    a worker holds only the student's own files."""
+    from grader.pieces import PIECES
+
+    if not graded:
+        return ""
+    stem = PIECES[piece].module
+    held = [] if piece in STUBBED else registry_imports(stem)
+    lab = [ANSWER_LAB[m] for m in PIECES[piece].lab if m in ANSWER_LAB] if part != "units" else []
+    if not held and not lab:
+        return ""
+    names = ([f"the reference's {_listed(held)} code"] if held else []) + lab
+    return f"its worker holds {_listed(names)}, which they could copy"
+
+
+def _listed(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]

@@ -8,6 +8,7 @@ import math
 import torch
 import torch.nn as nn
 
+from grader.judge import withhold
 from grader.judge.workers import RemoteError
 
 _assert_close = torch.testing.assert_close
@@ -39,14 +40,16 @@ def fail(message: str) -> None:
 def tensor(x: object, what: str, shape: tuple[int, ...] | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Check that `x` is a plain tensor of the given shape and dtype."""
     if type(x) not in (torch.Tensor, nn.Parameter):
-        fail(f"{what} should be a torch.Tensor, got {getattr(x, 'type_name', None) or type(x).__name__}")
+        fail(f"{what} should be a torch.Tensor, got {withhold.value_type(x)}")
     if x.layout != torch.strided or x.is_nested or x.is_quantized:  # sparse, nested, quantized: not an answer
         fail(f"{what} should be a dense tensor, got a {str(x.layout).removeprefix('torch.')} one; return it as torch "
              "computes it (no to_sparse(), nested or quantized tensors)")
     if x.device.type == "meta" and not _META.get():
         fail(f"{what} is a meta tensor, which holds no values; compute it on the inputs' device")
     if shape is not None and tuple(x.shape) != tuple(shape):
-        fail(f"{what} has shape {tuple(x.shape)}, expected {tuple(shape)}; check which dimensions you squeeze, stack or transpose")
+        # withheld: a shape is numbers of the worker's choosing (a tensor with a 0 in it can have any other sizes)
+        got = withhold.hide(f"shape {tuple(x.shape)}", "another shape")
+        fail(f"{what} has {got}, expected {tuple(shape)}; check which dimensions you squeeze, stack or transpose")
     if dtype is not None and x.dtype != dtype:
         fail(f"{what} has dtype {x.dtype}, expected {dtype}")
     return x
@@ -54,8 +57,10 @@ def tensor(x: object, what: str, shape: tuple[int, ...] | None = None, dtype: to
 
 def pair(x: object, what: str) -> tuple:
     if not isinstance(x, tuple) or len(x) != 2:
-        got = getattr(x, "type_name", None) or type(x).__name__
-        fail(f"{what} should be a tuple of 2, got {got}{'' if not isinstance(x, tuple) else f' of {len(x)}'}")
+        got = withhold.value_type(x)
+        if isinstance(x, tuple):
+            got += withhold.hide(f" of {len(x)}", " of another length")
+        fail(f"{what} should be a tuple of 2, got {got}")
     return x
 
 
@@ -110,11 +115,15 @@ def student_failure(e: RemoteError, what: str) -> Exception:
     if e.kind == "not_implemented":
         return NotImplementedError(str(e))
     if e.kind == "exit":
-        return CaseFailure(f"your code called sys.exit({e}); return a value instead of exiting")
+        code = withhold.hide(str(e), "")
+        return CaseFailure(f"your code called sys.exit({code}); return a value instead of exiting")
     if e.kind == "memory":
         return CaseFailure("ran out of memory: the grader caps each piece's memory; look for a tensor far larger than (B, T_src, H)")
     if e.kind == "recursion":
         return CaseFailure("hit Python's recursion limit: a method calls itself")
+    if withhold.active():  # the type if built in, the student's own file and line; no message, no function name
+        return CaseFailure(withhold.hide("", f"{what} raised {withhold.error_type(e.type_name)}{withhold.where(e.where)}; "
+                                             f"{withhold.NOTE}"))
     return CaseFailure(f"{what} raised {e.type_name}: {e}{e.where}")
 
 
@@ -132,4 +141,5 @@ def copy_weights(student, reference: nn.Module, what: str) -> None:
     try:
         student.load(reference.state_dict())
     except RemoteError as e:
-        fail(f"{what}'s parameters do not match the lab's layout ({e}); keep the constructor as given")
+        said = withhold.hide(f" ({e})", "")
+        fail(f"{what}'s parameters do not match the lab's layout{said}; keep the constructor as given")

@@ -360,7 +360,24 @@ class LoadError(Exception):
     """The student's file failed to import in the worker; str() is the student message."""
 
 
-def import_message(name: str, e: RemoteError) -> str:
+def import_message(name: str, e: RemoteError, source: str | None = None) -> str:
+    """What the student reads when their file failed to import. Where the worker holds reference code
+    (grader.judge.withhold), nothing of the worker's own text: a syntax error is the judge's own compile of
+    `source`, the student's file."""
+    from grader.judge import withhold
+
+    if withhold.active():
+        withhold.hide("", "")  # the worker's message is left out whatever follows
+        if e.type_name == "SyntaxError" and source is not None:
+            try:
+                compile(source, name, "exec", dont_inherit=True)
+            except SyntaxError as own:
+                return f"{name} has a syntax error at line {own.lineno}: {own.msg}"
+            except (ValueError, MemoryError, RecursionError):
+                pass
+        if e.kind == "exit":
+            return f"importing {name} called sys.exit(); remove top-level exits"
+        return f"importing {name} raised {withhold.error_type(e.type_name)}{withhold.where(e.where)}; {withhold.NOTE}"
     if e.type_name == "SyntaxError":
         return f"{name} has a syntax error{e.where}: {e}"
     if e.kind == "exit":

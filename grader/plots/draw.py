@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from grader.plots.models import LOADED, PlotError  # noqa: E402, F401 - re-exported: grade --plots and tests catch it here
+from grader.runner.report import safe  # noqa: E402
 
 STEPS_ENV = "ATTNLAB_PLOT_STEPS"  # a smaller training budget, for tests and quick looks
 STYLE = {"font.size": 10, "axes.titlesize": 12, "axes.titleweight": "bold", "axes.labelsize": 10,
@@ -177,6 +178,7 @@ def main(*, submission: Path, out: Path, timeout: float = 1200, memory_gb: float
     if not any((submission / f"{stem}.py").is_file() for stem in LOADED):
         files = ", ".join(f"{stem}.py" for stem in LOADED)
         raise PlotError(f"{submission} holds none of {files}; pass the folder laid out like exercises/")
+    sealed_here()
     cfgs = {"Bahdanau": train.TrainConfig(), "Luong": train.luong()}
     if os.environ.get(STEPS_ENV):
         if not os.environ[STEPS_ENV].isdigit() or int(os.environ[STEPS_ENV]) < 1:
@@ -189,9 +191,26 @@ def main(*, submission: Path, out: Path, timeout: float = 1200, memory_gb: float
     src, tgt = _pick_sentence(toy.read_split("test"))
     trained, notes = train_both(submission, cfgs, (src, tgt), timeout, memory_gb)
     for note in notes:
-        print(f"plots: note: {note}", file=sys.stderr, flush=True)
+        print(f"plots: note: {safe(note, 400)}", file=sys.stderr, flush=True)  # it may quote the student's exception
     _draw(trained, submission, out, (src, tgt), notes)
     return [out / "heatmap.png", out / "length_curve.png"]
+
+
+def sealed_here() -> None:
+    """PlotError in a student release whose sealed bundle is not opened (no seal key): the plots decode with the lab's
+    evaluator and train Luong's model, which it seals (grader.lab.SEALED) because they would answer pieces."""
+    from grader import lab
+    from grader.runner import layout
+
+    try:
+        layout.current()  # opens the bundle where the key is set, and with it the sealed lab modules
+    except layout.SealError as e:
+        raise PlotError(str(e)) from None
+    if lab.missing():
+        raise PlotError("this release seals the lab's evaluator and Luong's model with the hidden cases (they would "
+                        "answer the encoder, decoder and evaluation pieces), and the plots need both: they run where "
+                        "the seal key is set; exercises/lesson.ipynb draws your Bahdanau model's curve and heat map "
+                        "with your own evaluation piece")
 
 
 def _short(exc: BaseException, limit: int = 160) -> str:

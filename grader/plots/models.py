@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from grader.runner import layout
+from grader.runner.report import safe
 from grader.lab import toy
 from grader.lab import train
 from grader.judge.workers import LoadError, RemoteError, WorkerLost, Output
@@ -191,4 +192,4 @@ def _run(texts: dict[str, str], own: list[str], cfgs: dict[str, train.TrainConfi
         server.close()
         text = output.text().strip()
         for line in text.splitlines()[-20:] if text else []:
-            print("    | " + "".join(ch if ch.isprintable() else "?" for ch in line)[:200], file=sys.stderr, flush=True)
+            print("    | " + safe(line, 200), file=sys.stderr, flush=True)  # escaped as every report escapes it

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from grader import host
 from grader.host import StartError, signal_name
+from grader.judge.sources import withheld as withheld_reason
 from grader.runner.manifest import CASES_DIR
 from grader.runner.results import CaseResult, Limits, PieceRun
 
@@ -237,11 +238,18 @@ def run_piece(
         if watch:
             watch.stop()
         got = _read_records(records, key)
-        # the tail of what the submission printed (pytest's own reporter is off in the child)
+        # the tail of what the submission printed (pytest's own reporter is off in the child); none of it where the
+        # piece's workers held reference code, whatever the judge wrote there (grader.judge.withhold)
+        reason = withheld_reason(piece, reference is not None, "units" if limits.quick else part)
         output = _tail(out_path)
+    # the report says why when something was held back: prints, or a message that left out what the worker said
+    withheld = reason if reason and (output.strip() or any(r.get("withheld") for r in got.values())) else ""
+    if reason:
+        output = ""
     fault = next((str(r["fault"]) for r in got.values() if r.get("fault")), None)
     if status == "ok" and not got and code not in (0, 1):
-        fault = f"its judge process exited with code {code} before any case ran: {_last_line(output)}"
+        said = "its output is withheld" if reason else _last_line(output)
+        fault = f"its judge process exited with code {code} before any case ran: {said}"
     if fault:
         raise StartError(f"piece {piece}: {report_safe(fault)}")
     if status == "ok" and code < 0:
@@ -266,7 +274,7 @@ def run_piece(
     if status == "ok" and code not in (0, 1) and all(c.passed for c in cases):
         status = "exited"
     jail = sorted({str(x) for rec in got.values() for x in rec.get("jail", [])})
-    return PieceRun(piece, cases, output, seconds, status, jail)
+    return PieceRun(piece, cases, output, seconds, status, jail, withheld)
 
 
 def selected(expected: list[dict], limits: Limits, part: str = "all") -> list[dict]:

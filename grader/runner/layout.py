@@ -1,6 +1,7 @@
 """Where the hidden cases and the reference live: in the instructor's repository, sealed in a student
 release (opened with ATTNLAB_SEAL_KEY, a Classroom secret), or absent (local runs of a release, which
-fall back to the public smoke checks in grader/public)."""
+fall back to the public smoke checks in grader/public). The lab modules that hold a piece's answer
+(grader.lab.SEALED) travel in the same bundle and import from it once it is opened."""
 from __future__ import annotations
 
 import atexit
@@ -72,6 +73,11 @@ def take_key(key: bytes | None = None) -> None:
         _key[:] = [found]
 
 
+def held_key() -> bytes | None:
+    """The seal key this process took (`take_key`), if any: what `grade release student` reuses."""
+    return _key[0] if _key else None
+
+
 def harden() -> None:
     """Make this process non-dumpable: no other process of the same user may read its memory or environment."""
     if sys.platform.startswith("linux"):
@@ -94,5 +100,8 @@ def current() -> Layout:
             atexit.register(shutil.rmtree, tmp, True)
             unseal(SEALED.read_bytes(), key, tmp)
             _opened[key] = tmp
+        from grader import lab
+
+        lab.attach(_opened[key])  # the lab modules a release seals (grader.lab.SEALED) import from the bundle
         return Layout(_opened[key] / "attnlab_cases", _opened[key] / "reference", CASES / "manifest.json")
     return Layout(PUBLIC, None, PUBLIC / "manifest.json")

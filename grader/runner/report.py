@@ -12,15 +12,32 @@ from grader.runner.results import CaseResult, PieceRun
 # (they reorder what a line shows), and the two BMP non-characters XML 1.0 forbids
 _CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
                       r"\ufffe\uffff]")
+# what shows nothing (Unicode's default-ignorable code points, and the other format characters): removed, so that
+# no invisible character can stand inside a command's marker, where a runner that compares text by culture
+# (.NET's IndexOf) would skip it and still see the marker
+_INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2060-\u206f"
+                        "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\u0600-\u0605\u06dd\u070f\u0890\u0891\u08e2"
+                        "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]")
+# the markers a CI runner acts on in its log: GitHub's `::command::` (at a line's start, after spaces), its
+# legacy `##[command]` and Azure's `##vso[command]` (anywhere in a line: a forged annotation, or `add-mask`
+# hiding the log's text). No two colons and no two hashes are left side by side.
+_MARKER = re.compile(r"([:#])(?=\1)")
 
 
 def safe(text: object, limit: int = 300) -> str:
-    """One line of untrusted text, escaped so it can neither start a workflow command nor a fake report, and
-    printable in every format: a lone surrogate (which no encoder writes) becomes U+FFFD, a valid pair its character."""
+    """One line of untrusted text, escaped so it can neither start a workflow command (`::`, `##[`) nor a fake
+    report, and printable in every format: a lone surrogate (which no encoder writes) becomes U+FFFD, a valid
+    pair its character. Every string of a submission's that any report, log or payload shows passes here."""
     text = str(text).encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     text = _CONTROL.sub("?", text.replace("\r", " ").replace("\n", " ").replace("\t", " "))
-    text = text.replace("::", ": :")
+    text = _MARKER.sub(r"\1 ", _INVISIBLE.sub("", text))
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# what a missing jail layer leaves graded code free to do (the no-fork path of Windows and macOS lacks both):
+# without seccomp its one socket back to the judge can be re-aimed (connect(AF_UNSPEC), then connect) and new
+# ones opened; without Landlock every file this user may read is open to it
+GAP_MEANS = {"seccomp": "reach this machine's ports and the network", "landlock": "read every file this user can"}
 
 
 def title(case: str) -> str:
@@ -71,6 +88,7 @@ def as_dict(runs: list[PieceRun], **meta) -> dict:
                 for c in run.cases
             ],
             "jail_missing": [safe(f) for f in run.jail],
+            "output_withheld": withheld_note(run),
         })
     return {
         "score": sum(p["score"] for p in pieces),
@@ -78,6 +96,11 @@ def as_dict(runs: list[PieceRun], **meta) -> dict:
         "pieces": pieces,
         **meta,
     }
+
+
+def withheld_note(run: PieceRun) -> str:
+    """The one line every format gives a piece whose printed output and error messages were withheld, or ""."""
+    return f"your code's prints and error messages are withheld: {run.withheld}" if run.withheld else ""
 
 
 def quick_note(left_out: tuple[int, int]) -> str:
@@ -109,7 +132,9 @@ def to_text(runs: list[PieceRun], source: str, color: bool = False, quick: tuple
         else:
             for c in failed:
                 lines.append(f"    {bad} {title(c.name)} ({c.points} pt{'s' if c.points != 1 else ''}): {safe(c.message)}")
-        if run.output.strip():
+        if run.withheld:
+            lines.append(f"    {withheld_note(run)}")
+        elif run.output.strip():
             lines.append("    your code printed (last lines):")
             lines += [f"    | {safe(ln, 160)}" for ln in run.output.strip().splitlines()[-8:]]
     total, top = total_score(runs)
@@ -117,8 +142,14 @@ def to_text(runs: list[PieceRun], source: str, color: bool = False, quick: tuple
     lines += [""] + [f"({n} point-free case(s) {m})" for m, n in sorted(skipped.items())]
     gaps = sorted({safe(g, 80) for r in runs for g in r.jail})
     if gaps:
-        lines.append(f"(note: the worker jail here lacks {', '.join(gaps)}; the score counts the same,")
-        lines.append(" but the one to trust is Classroom's, Gradescope's or your instructor's regrade)")
+        means = [what for layer, what in GAP_MEANS.items() if layer in gaps]
+        if means:  # what graded code can do here that the jail stops elsewhere: said, since nothing here stops it
+            lines.append(f"(note: the worker jail here lacks {', '.join(gaps)}, so graded code here can")
+            lines.append(f" {' and '.join(means)}; the score counts the same,")
+            lines.append(" but the one to trust is Classroom's, Gradescope's or your instructor's regrade)")
+        else:
+            lines.append(f"(note: the worker jail here lacks {', '.join(gaps)}; the score counts the same,")
+            lines.append(" but the one to trust is Classroom's, Gradescope's or your instructor's regrade)")
     lines += [f"Total: {total}/{top}" + (f" ({quick_note(quick)})" if quick else "")]
     return "\n".join(lines)
 
@@ -171,8 +202,9 @@ def gradescope_results(runs: list[PieceRun], quick: tuple[int, int] | None = Non
                 "visibility": "visible",
             })
     total, top = total_score(runs)
+    notes = "".join(f"\n{run.name}: {withheld_note(run)}" for run in runs if run.withheld)
     return {"score": total, "tests": tests, "visibility": "visible", "stdout_visibility": "hidden",
-            "output": f"Attention lab: {total}/{top}" + (f" ({quick_note(quick)})" if quick else "")}
+            "output": f"Attention lab: {total}/{top}" + (f" ({quick_note(quick)})" if quick else "") + notes}
 
 
 def to_gradescope(runs: list[PieceRun], quick: tuple[int, int] | None = None) -> str:
@@ -188,8 +220,12 @@ def to_junit(runs: list[PieceRun], quick: tuple[int, int] | None = None) -> str:
         suite = ET.SubElement(root, "testsuite", name=run.name, tests=str(len(run.cases)),
                               failures=str(len(failures(run))),
                               skipped=str(sum(c.skipped for c in run.cases)), errors="0", time=f"{run.seconds:.3f}")
-        if quick:
-            ET.SubElement(ET.SubElement(suite, "properties"), "property", name="quick", value=quick_note(quick))
+        if quick or run.withheld:
+            props = ET.SubElement(suite, "properties")
+            if quick:
+                ET.SubElement(props, "property", name="quick", value=quick_note(quick))
+            if run.withheld:
+                ET.SubElement(props, "property", name="output_withheld", value=withheld_note(run))
         for c in run.cases:
             case = ET.SubElement(suite, "testcase", classname=f"attnlab.{run.name}", name=c.name, time=f"{c.duration:.3f}")
             props = ET.SubElement(case, "properties")

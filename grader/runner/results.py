@@ -32,3 +32,4 @@ class PieceRun:
     seconds: float = 0.0
     status: str = "ok"  # ok | timeout | crashed | exited
     jail: list[str] = field(default_factory=list)  # jail layers this machine could not put up
+    withheld: str = ""  # why the piece's printed output and messages are withheld (grader.judge.sources.withheld)

@@ -97,7 +97,7 @@ def merged(piece: str, parts: list[PieceRun], expected: list[dict]) -> PieceRun:
     return PieceRun(
         piece, [by_name[n] for n in order], output="\n".join(r.output for r in parts if r.output),
         seconds=sum(r.seconds for r in parts), status=next((r.status for r in parts if r.status != "ok"), "ok"),
-        jail=sorted({x for r in parts for x in r.jail}))
+        jail=sorted({x for r in parts for x in r.jail}), withheld=max((r.withheld for r in parts), key=len))
 
 
 def grade(

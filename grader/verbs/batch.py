@@ -182,9 +182,10 @@ def cell(value):
 
 
 def error_row(name: str, message: str) -> dict:
-    """A gradebook row for a submission that could not be graded: zero everywhere, and why."""
+    """A gradebook row for a submission that could not be graded: zero everywhere, and why (the reason may quote
+    the submission: escaped as every report escapes it)."""
     return {"student": name, **{p: 0 for p in PIECES}, "total": 0, "max_score": None,
-            "status": f"error: {' '.join(message.split())[:300]}"}
+            "status": f"error: {report.safe(' '.join(message.split()), 300)}"}
 
 
 class Gradebook:
@@ -279,7 +280,7 @@ def main(
         name = names[path]
         cell_text, files = checked(path)
         if isinstance(e, Refused):
-            data = {"student": name, "path": str(path), "error": str(e), "changed_release_files": files}
+            data = {"student": name, "path": str(path), "error": report.safe(str(e), 500), "changed_release_files": files}
             (reports / f"{name}.json").write_text(json.dumps(data, indent=2) + "\n")
             return {**error_row(name, str(e)), "path": str(path), "release_files": cell_text}
         return {**error_row(name, f"{type(e).__name__}: {e}"), "path": str(path), "release_files": cell_text}
@@ -289,6 +290,7 @@ def main(
         cell_text, files = checked(path)
         data = {**report.as_dict(job.runs(), student=name, seed=seed, quick=limits.quick), "path": str(path),
                 "changed_release_files": files}
+        notes = [report.safe(n, 400) for n in notes]  # a notebook's reason may quote its text
         if notes:
             data["notes"] = notes
         (reports / f"{name}.json").write_text(json.dumps(data, indent=2) + "\n")

@@ -134,5 +134,5 @@ def main(
             paths = drawing.main(submission=submission, out=plots, memory_gb=limits.memory_gb)
             echo("plots written: " + ", ".join(str(p) for p in paths))
         except drawing.PlotError as e:
-            echo(f"no plots: {e}")
+            echo(f"no plots: {report.safe(str(e), 500)}")  # it may quote the student's exception
     return 1 if any(report.failures(r) for r in runs) else 0

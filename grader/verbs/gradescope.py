@@ -16,8 +16,12 @@ import tempfile
 import zipfile
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from grader import ROOT
+
+if TYPE_CHECKING:
+    from grader.runner.results import Limits
 
 
 def build(out: Path) -> Path:
@@ -39,9 +43,13 @@ def build(out: Path) -> Path:
     return out
 
 
-def find(submission: Path, scratch: Path) -> Path:
-    """The folder to grade: the one holding most of the lab's files anywhere in the upload, else the
-    lesson notebook's extracted cells, else the pieces inside an uploaded .zip."""
+def find(submission: Path, scratch: Path, notes: list[str] | None = None) -> Path:
+    """The staged folder to grade: the one holding most of the lab's files anywhere in the upload, else the
+    lesson notebook's extracted cells, else the pieces inside an uploaded .zip.
+
+    Read as `grade batch` reads a submission (batch.unpack), so the rule is the one `grade` and Classroom
+    follow: beside lesson.ipynb, a piece whose .py file is still the untouched stub is graded from its cell
+    (notebook.combine); `notes` says when the notebook could not be read and only the .py files were."""
     from grader.verbs.batch import BadSubmission, unpack
     from grader.pieces import MODULES
 
@@ -50,21 +58,21 @@ def find(submission: Path, scratch: Path) -> Path:
         if path.stem in MODULES and path.is_file() and not path.is_symlink():
             folders[path.parent] = folders.get(path.parent, 0) + 1
     if folders:
-        return max(sorted(folders), key=folders.get)
+        return unpack(max(sorted(folders), key=folders.get), scratch, notes)
     for pattern in ("*.ipynb", "*.zip"):
         found = sorted(submission.rglob(pattern))
         if found:
-            return unpack(found[0], scratch)
+            return unpack(found[0], scratch, notes)
     names = ", ".join(f"{m}.py" for m in MODULES)
     raise BadSubmission(f"the upload holds none of the lab's files ({names}), no notebook and no .zip; upload those")
 
 
-def run(root: Path) -> dict:
-    """Grade root/submission and write root/results/results.json; returns the results."""
+def run(root: Path, pieces: list[str] | None = None, limits: Limits | None = None) -> dict:
+    """Grade root/submission (every piece in full, unless `pieces` and `limits` say otherwise) and write
+    root/results/results.json; returns the results."""
     from grader.runner import report
     from grader.verbs.batch import BadSubmission
     from grader.runner.schedule import grade
-    from grader.runner.stage import stage
     from grader.verbs.grade import resolve_seed
     from grader.host import StartError
     from grader.pieces import PIECES
@@ -73,11 +81,14 @@ def run(root: Path) -> dict:
     results_path = root / "results" / "results.json"
     results_path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="attnlab-gradescope-") as tmp:
+        notes: list[str] = []
         try:
-            folder = find(root / "submission", Path(tmp) / "unpacked")
-            runs = grade(submission=stage(folder, Path(tmp) / "staged"), pieces=list(PIECES),
-                         seed=resolve_seed(None), limits=Limits())
+            folder = find(root / "submission", Path(tmp) / "unpacked", notes)
+            runs = grade(submission=folder, pieces=pieces or list(PIECES), seed=resolve_seed(None),
+                         limits=limits or Limits())
             results = report.gradescope_results(runs)
+            if notes:  # graded, and what was left out
+                results["output"] += "".join(f"; {report.safe(n, 300)}" for n in notes)
         except StartError as e:
             results = json.loads(report.grader_error("gradescope", str(e)))
         except BadSubmission as e:

@@ -39,17 +39,25 @@ def _warm() -> list[str]:
 
     runtime.PAIRS = runtime.read_pairs(split_text("train"))  # read before the jail: a worker cannot open it
     torch.set_num_threads(1)
+    # torch reads the CPU's description (/proc/cpuinfo, /sys/devices/system/cpu/{possible,present,kernel_max})
+    # at its first operation: one here, before any fork, so that a worker needs neither (readable_paths)
+    torch.zeros(2).sum()
     return readable_paths(ROOT)
 
 
 def readable_paths(root) -> list[str]:
     """The interpreter, its libraries and system files; never the lab's repository or an installed grader, nor
-    /proc/meminfo, whose counters (Mlocked, KernelStack, ...) any worker can move and every worker can read."""
+    /proc/meminfo, whose counters (Mlocked, KernelStack, ...) any worker can move and every worker can read, nor
+    (without a GPU) /proc/cpuinfo and /sys/devices/system/cpu, whose clock speeds and idle-state counters
+    (cpuidle: usage, time) move with the machine's load: torch read what it needs of them before the fork."""
     import grader
+    from grader.worker.jail import gpu_devices
 
     forbidden = [os.path.realpath(root), os.path.realpath(os.path.dirname(grader.__file__))]
-    wanted = {"/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/localtime", "/sys/devices/system/cpu",
-              "/proc/cpuinfo", "/dev/urandom", sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path,
+    # CUDA's driver reads the CPUs' description when it starts in a worker (jail.NVIDIA_INFO opens /sys/devices)
+    cpus = ["/proc/cpuinfo", "/sys/devices/system/cpu"] if gpu_devices() else []
+    wanted = {"/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/localtime", *cpus,
+              "/dev/urandom", sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path,
               # where a GPU machine keeps its driver libraries (Colab: /usr/lib64-nvidia), when they are not in /usr
               *os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)}
     out: set[str] = set()

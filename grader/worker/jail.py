@@ -46,7 +46,21 @@ REFUSED = (
     # a thread's CPU affinity is readable by any process that knows its id: a per-thread bit store; the
     # machine's task count and free memory (sysinfo) are a counter any worker can move and all can read
     "sched_setaffinity", "sysinfo",
+    # sockets of any kind, not only socket(): a pair of its own (nothing a worker needs), and the worker's one
+    # connected socket re-aimed (connect(AF_UNSPEC) then connect: on the no-fork path a TCP socket reaches any
+    # port of the host), bound or listened on; sendmsg carries an address or MSG_FASTOPEN seccomp cannot see
+    # (sendto's are checked below); the worker only sends and receives on the socket it was given
+    "socketpair", "connect", "bind", "listen", "accept", "accept4", "sendmsg", "sendmmsg",
+    # Linux AIO: operations seccomp cannot see (a read with RWF_NOWAIT asks whether a page is cached), and a
+    # machine-wide count of AIO contexts (/proc/sys/fs/aio-nr); torch and glibc's POSIX aio (threads) never use it
+    "io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents",
+    # secret memory is locked memory: the machine-wide counter mlock moves (refused below)
+    "memfd_secret",
 )
+# memfd_create: an anonymous file a worker never needs, refused where there is no GPU; CUDA's driver creates
+# one at start (cuInit fails without it), so on a GPU machine it stays, empty (RLIMIT_FSIZE 0: it cannot grow)
+GPU_ONLY = ("memfd_create",)
+MSG_FASTOPEN = 0x20000000  # sendto on an unconnected TCP socket with this flag connects it
 # futex operations that wake or requeue waiters of a shared futex: a futex on a page of a file every worker maps
 # is keyed by the file, not the process, so a shared wake is a signal to another worker. Private operations
 # (FUTEX_PRIVATE_FLAG, 128: every lock within the process) and plain waits stay allowed.
@@ -98,9 +112,10 @@ def apply(keep_fds: tuple[int, ...], limits: JailLimits, readable: list[str]) ->
             missing.append("unprivileged uid (the interpreter is not readable by nobody)")
             if not _drop_capabilities():  # still uid 0, but with none of root's powers
                 missing.append("capabilities")
+    gpu = bool(gpu_devices())  # looked up before Landlock closes /dev to the listing
     if not _landlock(readable):
         missing.append("landlock")
-    if not _seccomp():
+    if not _seccomp(gpu):
         missing.append("seccomp")
     return missing
 
@@ -328,7 +343,7 @@ def _allow_gpu(rs, FSAccess) -> None:
             rs.allow(path, rules=FSAccess.READ_FILE | FSAccess.READ_DIR)
 
 
-def _seccomp() -> bool:
+def _seccomp(gpu: bool = False) -> bool:
     """Refuse new programs, new processes, tracing, other processes' memory, signals to others and sockets."""
     try:
         import pyseccomp as sc
@@ -356,6 +371,12 @@ def _seccomp() -> bool:
         f.add_rule(deny, "preadv2", sc.Arg(5, sc.MASKED_EQ, RWF_NOWAIT, RWF_NOWAIT))  # "is it cached?" without a read
         for name in ("mlock", "mlock2", "mlockall"):  # locked memory moves a machine-wide counter
             f.add_rule(deny, name)
+        if not gpu:
+            for name in GPU_ONLY:
+                f.add_rule(deny, name)
+        # send() is sendto(fd, buf, len, flags, NULL, 0): an address, or a fast-open connect, is refused
+        f.add_rule(deny, "sendto", sc.Arg(4, sc.NE, 0))
+        f.add_rule(deny, "sendto", sc.Arg(3, sc.MASKED_EQ, MSG_FASTOPEN, MSG_FASTOPEN))
         for op in FUTEX_SHARED_WAKES:  # the low byte holds the operation and the private flag
             f.add_rule(deny, "futex", sc.Arg(1, sc.MASKED_EQ, 0xFF, op))
         for name in ("futex_wake", "futex_requeue", "futex_waitv"):  # futex2 (Linux 6.7): glibc falls back

@@ -13,7 +13,7 @@ import types
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from grader.worker import wire
+from grader.worker import probe, wire
 
 SUB_PKG = "attnlab_submission"
 LAB_MODELS = {"Seq2SeqLuong": "luong_model"}  # built by name around a student's module: {class: lab module}
@@ -149,8 +149,18 @@ class Worker:
             if req.get("keep"):
                 self.store[req["keep"]] = out
             return out
+        if cmd == "probe":  # the call on a stand-in CUDA device (grader.worker.probe): its values, and where each was
+            obj = self.resolve(req["target"])
+            if isinstance(obj, torch.nn.Module):
+                probe.to_device(obj)  # its parameters and buffers, in place: the case built it for this call
+            fn = getattr(obj, req["method"]) if req.get("method") else obj
+            args, kwargs = self.args(req)
+            values, devices = probe.call(fn, args, kwargs, req.get("grad", True))
+            return {"values": values, "devices": devices}
         if cmd == "backward":
             value = self.resolve(req["name"])
+            if req.get("rows"):  # logits, each row up to a constant: the loss sees only their log-softmax
+                value = torch.log_softmax(value, dim=-1)
             value.square().sum().backward()
             return None
         if cmd == "input_grads":  # d(sum of squares of the first output)/d(the inputs named by index)

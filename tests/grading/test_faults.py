@@ -37,7 +37,7 @@ FAULTS = {
     "huge allocation": (in_forward("torch.empty(10**12)"), "out of memory"),
     "reading the reference from disk": (at_import(
         "import grader, pathlib\n"
-        "exec((pathlib.Path(grader.__file__).parent.parent / 'reference' / 'encoder.py').read_text())"), "Permission denied"),
+        "exec((pathlib.Path(grader.__file__).resolve().parent.parent / 'reference' / 'encoder.py').read_text())"), "Permission denied"),
     "an import the worker cannot read": (at_import("import grader.lab.evaluate"), "evaluate"),  # not found or refused
 }
 

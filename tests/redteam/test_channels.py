@@ -9,6 +9,8 @@ import socket
 
 import pytest
 
+from grader.worker import jail
+
 from helpers import QUICK
 
 from .harness import FULL, LOOSE, full_marks, hostile, judge, run_batch
@@ -213,3 +215,96 @@ def test_a_hostile_student_in_a_batch_leaves_the_next_students_full_marks(lab, a
     assert rows[evil.name]["status"] == "ok" and int(rows[evil.name]["luong"]) == FULL["luong"]
     reports = "".join(p.read_text() for p in (tmp_path / "reports").glob("*.json"))
     arena.assert_unharmed(reports)
+
+
+JAIL_GAPS = '''
+import ctypes as _ct
+import errno as _errno
+import glob as _glob
+import os as _os3
+
+_libc = _ct.CDLL(None, use_errno=True)
+_libc.syscall.restype = _ct.c_long
+_gaps = {}
+
+
+def _nr(name):
+    """The syscall's number on this machine (x86_64, aarch64)."""
+    return {"x86_64": {"socketpair": 53, "connect": 42, "bind": 49, "listen": 50, "accept": 43, "accept4": 288,
+                       "sendto": 44, "sendmsg": 46, "sendmmsg": 307, "memfd_create": 319, "memfd_secret": 447,
+                       "io_setup": 206, "io_submit": 209, "io_getevents": 208, "io_destroy": 207},
+            "aarch64": {"socketpair": 199, "connect": 203, "bind": 200, "listen": 201, "accept": 202,
+                        "accept4": 242, "sendto": 206, "sendmsg": 211, "sendmmsg": 269, "memfd_create": 279,
+                        "memfd_secret": 447, "io_setup": 0, "io_submit": 2, "io_getevents": 4,
+                        "io_destroy": 1}}[_os3.uname().machine][name]
+
+
+def _call(name, *args):
+    """'refused' (EPERM: seccomp), 'ok' (it made something), or the kernel's own errno: the call reached it."""
+    r = _libc.syscall(_nr(name), *args)
+    if r >= 0:
+        return "ok"
+    e = _ct.get_errno()
+    return "refused" if e == _errno.EPERM else _errno.errorcode.get(e, str(e))
+
+
+_pair = (_ct.c_int * 2)()
+_addr = _ct.create_string_buffer(16)  # a sockaddr_in: its family is all the kernel would read first
+_addr.raw = (2).to_bytes(2, "little") + (1).to_bytes(2, "big") + bytes([127, 0, 0, 1]) + bytes(8)
+_buf = _ct.create_string_buffer(64)
+_ctx = _ct.c_ulong(0)
+_gaps["socketpair"] = _call("socketpair", 1, 1, 0, _pair)  # AF_UNIX, SOCK_STREAM
+_gaps["memfd_create"] = _call("memfd_create", b"attnlab", 0)
+_gaps["memfd_secret"] = _call("memfd_secret", 0)
+_gaps["io_setup"] = _call("io_setup", 8, _ct.byref(_ctx))
+# on a descriptor that is none (-1): the kernel would answer EBADF, seccomp answers EPERM first
+_gaps["connect"] = _call("connect", -1, _addr, 16)
+_gaps["bind"] = _call("bind", -1, _addr, 16)
+_gaps["listen"] = _call("listen", -1, 8)
+_gaps["accept"] = _call("accept", -1, None, None)
+_gaps["accept4"] = _call("accept4", -1, None, None, 0)
+_gaps["sendto_address"] = _call("sendto", -1, _buf, 1, 0, _addr, 16)
+_gaps["sendto_fastopen"] = _call("sendto", -1, _buf, 1, 0x20000000, None, 0)
+_gaps["sendmsg"] = _call("sendmsg", -1, _buf, 0)
+_gaps["sendmmsg"] = _call("sendmmsg", -1, _buf, 1, 0)
+_gaps["io_submit"] = _call("io_submit", _ct.c_ulong(12345), 1, _buf)
+_gaps["io_getevents"] = _call("io_getevents", _ct.c_ulong(12345), 0, 1, _buf, None)
+_gaps["send_plain"] = _call("sendto", -1, _buf, 1, 0, None, 0)  # the worker's own send(): reaches the kernel
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return "ok" if f.read(64) is not None else "ok"
+    except OSError as e:
+        return _errno.errorcode.get(e.errno, str(e.errno))
+
+
+_gaps["cpuinfo"] = _read("/proc/cpuinfo")
+# the idle-state counters of every CPU, named without a listing (which Landlock would refuse first)
+_idle = [f"/sys/devices/system/cpu/cpu{c}/cpuidle/state{s}/{f}" for c in range(4) for s in range(4)
+         for f in ("usage", "time")]
+_got = [_read(p) for p in _idle]
+_gaps["cpuidle"] = "ok" if "ok" in _got else sorted(set(_got))[0]
+_gaps["cpu_listing"] = "ok" if _os3.path.isdir("/sys/devices/system/cpu") and _glob.glob("/sys/devices/system/cpu/*") else "refused"
+print("JAILGAPS " + repr(sorted(_gaps.items())))
+'''
+
+
+def test_socketpair_memfd_aio_reconnects_and_the_machines_cpu_counters_are_closed_to_a_worker(lab, arena):
+    sub = lab(files={"context": hostile("context", arena, end=JAIL_GAPS)})
+    g = judge(sub, ["context", "additive"], QUICK)
+    line = next(ln for ln in g.output.splitlines() if "JAILGAPS " in ln)
+    got = dict(eval(line.split("JAILGAPS ", 1)[1]))  # noqa: S307 - our own probe's repr of strings
+    assert got.pop("send_plain") == "EBADF"  # a plain send() still reaches the kernel: the worker's own channel
+    refused = {"socketpair", "memfd_create", "memfd_secret", "io_setup", "io_submit", "io_getevents", "connect",
+               "bind", "listen", "accept", "accept4", "sendto_address", "sendto_fastopen", "sendmsg", "sendmmsg"}
+    gpu = bool(jail.gpu_devices())  # CUDA's driver needs memfd_create and reads the CPUs' description: they stay
+    if gpu:
+        refused.discard("memfd_create")
+    assert {k: v for k, v in got.items() if k in refused and v != "refused"} == {}
+    if not gpu:  # Landlock: neither is on the worker's list (EACCES), whatever this machine has of them (ENOENT)
+        assert got["cpuinfo"] in ("EACCES", "ENOENT") and got["cpuidle"] in ("EACCES", "ENOENT"), got
+        assert got["cpu_listing"] == "refused", got
+    full_marks(g, "context", "additive")  # closing them costs honest code nothing
+    arena.assert_unharmed(g.everything)

@@ -1,4 +1,4 @@
-"""Oracles and hints: points paid for a check that sees no values (the meta device) or for wrong values of
+"""Oracles and hints: points paid for a device check code can special-case (a device it names) or for wrong values of
 the right shape, a greedy decode that has the judge decode, and hints that say too much about the answer.
 
 Each hostile file is the reference (or a known bug) with code added: it must earn no more than honest code
@@ -22,29 +22,38 @@ ADDITIVE_MASK = 'scores = scores.masked_fill(~src_mask, float("-inf"))'
 # the device bug bench/gpu.py uses: a tensor made on the CPU inside forward, right on the CPU, wrong elsewhere
 DEVICE_BUG = (ADDITIVE_MASK, 'scores = (scores + torch.zeros(scores.shape)).masked_fill(~src_mask, float("-inf"))')
 META_SPECIAL_CASE = '''
-        if encoder_outputs.device.type == "meta":  # the form the device case looks for, and nothing device-agnostic
+        if encoder_outputs.device.type == "meta":  # what the old meta device case ran on, and nothing device-agnostic
             return (torch.empty(encoder_outputs.size(0), encoder_outputs.size(2), device="meta"),
                     torch.empty(encoder_outputs.shape[:2], device="meta"))
 '''
+OFF_CPU_SPECIAL_CASE = '''
+        if encoder_outputs.device.type != "cpu":  # any device but the CPU: answers of the right shape and device
+            return (encoder_outputs.new_zeros(encoder_outputs.size(0), encoder_outputs.size(2)),
+                    encoder_outputs.new_zeros(encoder_outputs.shape[:2]))
+'''
+STAND_IN = ("encoder", "additive", "context", "luong", "decoder")  # the device cases on the stand-in CUDA device
 
 
-def test_every_meta_device_case_is_a_point_free_hint_and_the_total_stays_73():
+def test_every_stand_in_device_case_is_worth_a_point_and_the_total_stays_73():
     device = {p: c["points"] for p, cases in MANIFEST.items() for c in cases if c["case"] == DEVICE_CASE}
-    assert set(device) == {"encoder", "additive", "context", "luong", "decoder"} and set(device.values()) == {0}
+    assert set(device) == {"encoder", "additive", "context", "luong", "decoder"}
+    assert {p: device[p] for p in STAND_IN} == dict.fromkeys(STAND_IN, 1)
     assert sum(c["points"] for cases in MANIFEST.values() for c in cases) == 73
     assert {p: sum(c["points"] for c in cases) for p, cases in MANIFEST.items()} == {
         "encoder": 12, "additive": 13, "context": 9, "luong": 13, "decoder": 18, "evaluation": 8}
 
 
-def test_special_casing_meta_earns_nothing_over_honest_code_with_the_same_cpu_behaviour(lab, arena):
+@pytest.mark.parametrize("special", [META_SPECIAL_CASE, OFF_CPU_SPECIAL_CASE], ids=["meta", "not the CPU"])
+def test_special_casing_a_device_earns_nothing_over_honest_code_with_the_same_cpu_behaviour(lab, arena, special):
     honest = hostile("additive", arena, edits=(DEVICE_BUG,))
     cheat = hostile("additive", arena, call="_payload()\n", edits=(DEVICE_BUG, (
-        "        ### BEGIN SOLUTION\n", "        ### BEGIN SOLUTION\n" + META_SPECIAL_CASE.lstrip("\n"))))
+        "        ### BEGIN SOLUTION\n", "        ### BEGIN SOLUTION\n" + special.lstrip("\n"))))
     g_honest = judge(lab(files={"additive": honest}), ["additive"])
     g_cheat = judge(lab(files={"additive": cheat}), ["additive", "context"])
-    assert g_cheat.score("additive") == g_honest.score("additive") == FULL["additive"]
-    assert DEVICE_CASE in g_honest.messages("additive")  # the hint still reaches the honest student
-    assert DEVICE_CASE not in g_cheat.messages("additive")  # the cheat passes a case that pays nothing
+    # the stand-in device is not meta, and its answers' values are compared: the device point is lost either way
+    assert g_cheat.score("additive") == g_honest.score("additive") == FULL["additive"] - 1
+    assert DEVICE_CASE in g_honest.messages("additive")  # the hint reaches the honest student
+    assert DEVICE_CASE in g_cheat.messages("additive")
     full_marks(g_cheat, "context")
     arena.assert_unharmed(g_cheat.everything, g_honest.everything)
 

@@ -2,6 +2,7 @@
 commands that must stay inside the printed section, escapes in a message, lone surrogates in every format."""
 from __future__ import annotations
 
+import base64
 import json
 import time
 import xml.etree.ElementTree as ET
@@ -113,3 +114,50 @@ def test_a_lone_surrogate_in_an_exception_leaves_every_format_readable(lab, aren
             assert "surrogate" in json.dumps(json.loads(text), ensure_ascii=False)
         assert "Total: 0/" in result.output or fmt == "text"
     arena.assert_unharmed(result.output)
+
+
+# GitHub's runner acts on `##[command]` anywhere in a line (its legacy form: a forged "Autograding report"
+# annotation, or `add-mask` hiding the log's own text), Azure's on `##vso[`; an invisible character inside the
+# marker is skipped by a runner that compares text by culture
+FORGED = ("##[notice title=Autograding report]Points 73/73", "##[add-mask]Total", "ok ##[error]fake",
+          "##vso[task.complete result=Succeeded]done", "#\u200b#[add-mask]Total", "#\ufeff#\u00ad[warning]w",
+          ":\u2060:error::z", "   ::warning::indented")
+RAISE_FORGED = ("    _payload()\n    import sys as _sys\n" + "".join(f"    print({ln!r})\n" for ln in FORGED)
+                + "    _sys.stderr.write('##[add-mask]73\\n')\n"
+                + "    raise ValueError('##[notice title=Autograding report]73/73 ::error::x #\\u200b#[add-mask]Total')\n")
+
+
+def _commands(text: str) -> list[str]:
+    """The lines of `text` that hold a runner's command marker: two colons or two hashes side by side."""
+    return [ln for ln in text.splitlines() if "::" in ln or "##" in ln]
+
+
+def test_legacy_runner_commands_reach_no_report_log_or_payload_unescaped(lab, arena, tmp_path):
+    sub = lab(files={"context": hostile("context", arena, edits=((CONTEXT_SOLUTION, RAISE_FORGED),))})
+    g = run_cli(sub, ["context", "luong"], tmp_path)  # the table, as the Actions log shows it, and the JSON
+    assert g.score("context") == 0  # it raises in every case, as the same code with a plain message would
+    full_marks(g, "luong")
+    assert not _commands(g.text) and not _commands(json.dumps(g.report, ensure_ascii=False)), _commands(g.text)
+    assert "# #[notice title=Autograding report]" in g.text  # shown, escaped: in the printed lines and the message
+    assert "# #[add-mask]Total" in json.dumps(g.report, ensure_ascii=False)
+    seen = [g.text]
+    for fmt in ("junit", "gradescope", "classroom", "json"):
+        out = tmp_path / f"report.{fmt}"
+        # context has no training case: a full run is as quick, and Classroom takes only full runs
+        result = CliRunner().invoke(cli, ["context", "--submission", str(sub), "--format", fmt, "--out", str(out),
+                                          "--case-timeout", "5", "--memory-gb", "4"])
+        assert result.exit_code == 1, result.output + repr(result.exception)
+        text = out.read_text(encoding="utf-8")
+        if fmt == "classroom":  # what the reporter decodes, prints to the log and posts
+            text = base64.b64decode(text).decode("utf-8")
+            tests = json.loads(text)["tests"]
+            assert sum(t["score"] for t in tests) == 0 and len(tests) == FULL["context"]
+            assert any("# #[notice" in t["message"] for t in tests)
+        elif fmt == "junit":
+            assert "# #[notice" in ET.fromstring(text.encode("utf-8")).find(".//failure").get("message")
+        else:
+            assert json.loads(text)["score"] == 0
+        for channel in (text, result.output):
+            assert not _commands(channel), (fmt, _commands(channel)[:3])
+        seen += [text, result.output]
+    arena.assert_unharmed(*seen)

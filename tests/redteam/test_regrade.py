@@ -316,3 +316,18 @@ def test_the_finished_gradebook_is_the_same_whatever_order_the_rows_finished_in(
         shutil.rmtree(tmp_path / "book")
     assert books[0] == books[1]
     assert [r.split(b",")[0] for r in books[0].splitlines()[1:]] == [b"alice", b"bob", b"Carol", b"dave", b"erin"]
+
+
+def test_a_reason_that_quotes_the_submission_reaches_the_gradebook_and_its_report_escaped(tmp_path, monkeypatch):
+    zipped = tmp_path / "mallory.zip"
+    with zipfile.ZipFile(zipped, "w") as zf:
+        link = zipfile.ZipInfo("hw/##[add-mask]Total ::error::x #\u200b#[notice title=Autograding report]/context.py")
+        link.external_attr = 0o120777 << 16  # a symbolic link: the regrade refuses it, naming the member
+        zf.writestr(link, "../../reference/context.py")
+    rows = batch([zipped, repo(tmp_path / "alice")], tmp_path, monkeypatch)
+    honest(rows["alice"])
+    refused(rows["mallory"], "symbolic link", "# #[add-mask]")
+    report = (tmp_path / "book" / "reports" / "mallory.json").read_text(encoding="utf-8")
+    book = (tmp_path / "book" / "grades.csv").read_text(encoding="utf-8")
+    for text in (report, book, rows["mallory"]["status"]):
+        assert "##" not in text and "::" not in text and "\u200b" not in text, text

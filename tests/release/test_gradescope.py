@@ -80,3 +80,12 @@ def test_a_broken_upload_gets_a_results_file_that_says_why(autograder):
     assert results["score"] == 0 and results["output"].startswith("Not graded: the upload holds none of the lab's files")
     syntax = run_autograder(autograder, pieces(decoder="def broken(:\n"))
     assert syntax["score"] < 73 and any(t["status"] == "failed" and "decoder: " in t["name"] for t in syntax["tests"])
+
+
+def test_stub_files_beside_a_solved_notebook_are_graded_from_its_cells_as_grade_and_classroom_do(autograder, tmp_path):
+    from grader.lesson import notebook
+
+    upload = {p.name: p.read_bytes() for p in (ROOT / "exercises").glob("*.py") if p.name != "__init__.py"}
+    upload[notebook.NOTEBOOK.name] = notebook.write(tmp_path / notebook.NOTEBOOK.name, source="reference").read_bytes()
+    results = run_autograder(autograder, upload)
+    assert results["score"] == sum(t["max_score"] for t in results["tests"]) == 73, results.get("output")

@@ -177,3 +177,27 @@ def test_classroom_grades_code_in_the_notebook_exactly_as_the_same_code_in_the_p
     assert notebook_payload["max_score"] == files_payload["max_score"]
     got = sum(t["score"] for t in files_payload["tests"])
     assert 0 < got < files_payload["max_score"]  # a partial grade: the unmasked pads and the stub cost points
+
+
+def test_without_the_key_the_filled_notebook_runs_on_the_students_own_evaluator_and_says_what_is_sealed(installed):
+    """A student's laptop: the lab's evaluator and Luong's model are sealed, so the lesson trains and draws the
+    Bahdanau model with the student's own evaluation piece and shows the lab's stored Luong curve, saying so."""
+    home = exercises_like(installed.base / "kernel-no-key", installed.rel, cells=solution_cells())
+    run = ("import sys, nbclient, nbformat\n"
+           "nb = nbformat.read(sys.argv[1], as_version=4)\n"
+           "nbclient.NotebookClient(nb, timeout=600, kernel_name='python3', allow_errors=True,\n"
+           "                        resources={'metadata': {'path': sys.argv[2]}}).execute()\n"
+           "nbformat.write(nb, sys.argv[3])\n")
+    out = installed.base / "kernel-no-key-run.ipynb"
+    done = subprocess.run([str(installed.bin("python")), "-c", run, str(home / "exercises" / "lesson.ipynb"),
+                           str(home / "exercises"), str(out)], cwd=home / "exercises", capture_output=True, text=True,
+                          env=installed.env(None, ATTNLAB_NOTEBOOK_STEPS="20"), timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    code = [c for c in nbformat.read(out, as_version=4).cells if c.cell_type == "code"]
+    errors = [f"{o.ename}: {o.evalue}" for c in code for o in c.outputs if o.output_type == "error"]
+    assert not errors, errors
+    printed = "".join(o.get("text", "") for c in code for o in c.outputs)
+    assert notebook.SEALED_EVALUATOR in printed and notebook.SEALED_LUONG in printed
+    assert "Bahdanau:" in printed and "Luong:" not in printed  # only the model this kernel could train is timed
+    images = [c for c in code for o in c.outputs if "image/png" in o.get("data", {})]
+    assert len(images) == 4  # the curve and heat map of section 9, the compared curves and heat map of section 11

@@ -128,13 +128,20 @@ def test_a_file_that_imports_a_later_piece_is_given_nothing_of_it(stem, imports,
     assert [name for name, _ in got] == given
 
 
-def test_the_decoders_worker_holds_luong_only_if_its_file_imports_it(tmp_path):
+def test_the_decoders_worker_never_holds_luong_even_when_its_file_imports_it(tmp_path):
+    """The registry's imports decide, not the student's file: an undeclared `from .luong import` finds nothing."""
     plain = make_submission(tmp_path / "plain")
     asks = make_submission(tmp_path / "asks", edits={"decoder": [("from .encoder import EncoderAll\n",
                                                                    "from .encoder import EncoderAll\nfrom .luong import LuongDotAttention\n")]})
     assert "luong" not in dict(student_sources(plain, REFERENCE, "decoder", ORDER))
     assert [n for n, _ in student_sources(asks, REFERENCE, "decoder", ORDER)] == ["encoder", "context", "additive",
-                                                                                  "luong", "decoder"]
+                                                                                  "decoder"]
+
+
+def test_a_pieces_worker_holds_what_its_registry_entry_imports_even_when_its_file_imports_none_of_it(tmp_path):
+    sub = make_submission(tmp_path / "sub", files={"decoder": "class AttnDecoder:\n    pass\n"})
+    assert [n for n, _ in student_sources(sub, REFERENCE, "decoder", ORDER)] == ["encoder", "context", "additive",
+                                                                                 "decoder"]
 
 
 def test_without_a_reference_a_worker_is_given_the_students_own_earlier_files(tmp_path):

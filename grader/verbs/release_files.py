@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from pathlib import Path
 
-from grader.verbs.intake import is_link
+from grader.verbs.intake import Refused, is_link, read_regular
 
 STUDENTS = ("exercises/",)  # what the student is asked to change
 PROTECTED = (".github/", "grader/")  # Classroom's protected paths: an added file there is flagged too
@@ -45,18 +44,11 @@ def _walk(root: Path, under: str = "") -> list[str]:
 
 def _digest(path: Path, cap: int) -> str | None:
     """SHA-256 of a regular file no larger than `cap` bytes, read without following a link; None otherwise."""
-    if is_link(path):
-        return None
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-                     | getattr(os, "O_BINARY", 0))
-    except OSError:
+        data = read_regular(path, cap, path.name)
+    except Refused:  # a link, not a regular file, or unreadable
         return None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            return None
-        data = f.read(cap + 1)
-    return hashlib.sha256(data).hexdigest() if len(data) <= cap else None
+    return None if data is None else hashlib.sha256(data).hexdigest()
 
 
 def release_digests(release: Path) -> dict[str, tuple[int, str]]:

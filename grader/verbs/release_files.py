@@ -16,8 +16,11 @@ from grader.verbs.intake import Refused, is_link, read_regular
 
 STUDENTS = ("exercises/",)  # what the student is asked to change
 PROTECTED = (".github/", "grader/")  # Classroom's protected paths: an added file there is flagged too
-# and an added file at the root that Python, pip or pytest would load (setup.py, sitecustomize.py, a .pth, pytest.ini)
+# and, at the root, an added file that Python, pip or pytest would load (setup.py, sitecustomize.py, a .pth,
+# pytest.ini) or an added folder (a pip/ or json/ package shadows the real one for any `python -m` run there),
+# but for those an honest student makes (grade --plots plots/, a venv, editors' and Jupyter's own)
 LOADED_AT_ROOT = (".py", ".pth", ".toml", ".cfg", ".ini")
+HONEST_FOLDERS = {"plots", ".venv", "venv", ".vscode", ".idea", ".ipynb_checkpoints", "__pycache__", ".pytest_cache"}
 SKIP_PARTS = {".git", "__pycache__", ".ipynb_checkpoints"}
 MAX_ENTRIES = 20_000  # a walk of an untrusted tree stops here
 
@@ -64,14 +67,17 @@ def release_digests(release: Path) -> dict[str, tuple[int, str]]:
 
 
 def changed(repo: Path, release: dict[str, tuple[int, str]]) -> list[str]:
-    """The release files `repo` changed or lacks, then the files it added under the protected paths or, of the
-    kinds Python, pip and pytest load, at its root ("+path")."""
+    """The release files `repo` changed or lacks, then what it added under the protected paths or, of the kinds
+    Python, pip and pytest load, at its root ("+path", "+folder/")."""
     out = [rel for rel, (size, digest) in release.items() if _digest(repo / rel, size) != digest]
     try:
-        top_level = sorted(e.name for e in os.scandir(repo) if not e.is_dir(follow_symlinks=False))
+        top_level = sorted((e.name, e.is_dir(follow_symlinks=False)) for e in os.scandir(repo))
     except OSError:
         top_level = []
-    out += [f"+{name}" for name in top_level if name.endswith(LOADED_AT_ROOT) and name not in release]
+    released = {rel.split("/")[0] for rel in release} | {s.rstrip("/") for s in STUDENTS}
+    out += [f"+{name}" + ("/" if folder else "") for name, folder in top_level
+            if name not in released and name not in SKIP_PARTS
+            and (name not in HONEST_FOLDERS if folder else name.endswith(LOADED_AT_ROOT))]
     for top in PROTECTED:
         if (repo / top).is_dir() and not is_link(repo / top):
             out += [f"+{rel}" for rel in _walk(repo, top) if rel not in release]

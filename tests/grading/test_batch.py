@@ -97,6 +97,9 @@ def test_the_regrade_names_every_repository_whose_release_files_differ_and_grade
         f.write("# posts full marks\n")
     (bob / "grader" / "plugin_of_mine.py").write_text("")
     (bob / "sitecustomize.py").write_text("")
+    (bob / "pip").mkdir()  # a package `python -m pip` would run from the root
+    (bob / "pip" / "__main__.py").write_text("")
+    (bob / "notes.txt").write_text("")  # not loadable: not flagged
     (bob / "datasets" / "toy_translation" / "test.tsv").unlink()
     (bob / "plots").mkdir()  # what `grade --plots plots/` writes: not a release file, not flagged
     (bob / "plots" / "heatmap.png").write_bytes(b"png")
@@ -106,7 +109,7 @@ def test_the_regrade_names_every_repository_whose_release_files_differ_and_grade
     assert result.exit_code == 0, result.output
     rows = {r["student"]: r for r in csv.DictReader(out.open())}
     assert rows["alice"]["release_files"] == "unchanged"
-    assert rows["bob"]["release_files"] == ("CHANGED: +grader/plugin_of_mine.py; +sitecustomize.py; "
+    assert rows["bob"]["release_files"] == ("CHANGED: +grader/plugin_of_mine.py; +pip/; +sitecustomize.py; "
                                             ".github/workflows/classroom.yml; datasets/toy_translation/test.tsv")
     assert rows["alice"]["total"] == rows["bob"]["total"] == rows["bob"]["max_score"] != "0"  # the pieces alone
     report = json.loads((tmp_path / "grades-reports" / "bob.json").read_text())

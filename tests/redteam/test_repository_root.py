@@ -58,7 +58,14 @@ def plant(repo: Path, marks: Path) -> list[str]:
     for name, text in files.items():
         (repo / name).write_text(text)
     (repo / "exercises" / "conftest.py").write_text(code("exercises/conftest.py") + _FORGE)
-    return [n for n in files if n.endswith(".py")] + ["exercises/conftest.py"]
+    # packages that `python -m pip` (and pip itself) would import from the working directory if it were on sys.path
+    packages = {"pip": ("__init__.py", "__main__.py"), "json": ("__init__.py",), "logging": ("__init__.py",)}
+    for name, modules in packages.items():
+        (repo / name).mkdir()
+        for module in modules:
+            (repo / name / module).write_text(code(f"{name}/{module}") + "raise SystemExit('a shadow')\n")
+    return ([n for n in files if n.endswith(".py")] + ["exercises/conftest.py"]
+            + [f"{n}/{m}" for n, ms in packages.items() for m in ms])
 
 
 @pytest.fixture(scope="module")
@@ -79,14 +86,20 @@ def test_the_install_step_installs_only_released_wheels_from_the_graders_own_lis
     log = tmp_path / "argv"
     shim = tmp_path / "bin" / "python"
     shim.parent.mkdir()
-    shim.write_text(f'#!/usr/bin/env bash\nprintf "%s\\n" "$*" >> {log}\n')  # records each pip command, runs none
+    # records each command, then runs it on the real interpreter as a dry run that reaches no index: whatever the
+    # interpreter imports from the working directory (a pip/ package of the student's) would run for real
+    shim.write_text(f'#!/usr/bin/env bash\nprintf "%s\\n" "$*" >> {log}\n'
+                    f'PIP_DRY_RUN=1 PIP_NO_INDEX=1 exec {sys.executable} "$@"\n')
     shim.chmod(0o755)
     env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}"}
-    subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=root, env=env, check=True)
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=root, env=env,
+                          capture_output=True, text=True)
+    assert not list(marks.iterdir()), f"these files of the student's ran: {sorted(p.name for p in marks.iterdir())}"
+    assert done.returncode == 0, done.stdout + done.stderr  # the grader's own requirements, satisfied here
     commands = log.read_text().splitlines()
-    assert commands and all(c.startswith("-m pip install ") for c in commands), commands
+    assert commands and all(c.startswith("-I -m pip install ") for c in commands), commands
     for c in commands:
-        args = c.split()[3:]
+        args = c.split()[4:]
         assert "-e" not in args and "." not in args and not any(a.startswith(("./", "file:", str(root))) for a in args), c
         assert args[0].startswith("torch==") or args == ["--only-binary", ":all:", "-r", "grader/requirements.txt"], c
     assert not list(marks.iterdir())

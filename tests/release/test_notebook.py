@@ -295,3 +295,20 @@ def test_a_solution_notebook_that_fails_to_run_is_one_line_and_writes_nothing(tm
         release.solutions(tmp_path / "sol")
     assert "\n" not in str(info.value) and "NoSuchKernel: python3" in str(info.value) and "--no-execute" in str(info.value)
     assert not (tmp_path / "sol").exists()
+
+
+def test_the_stub_notebook_runs_top_to_bottom_saying_in_one_line_what_each_cell_still_needs(tmp_path, monkeypatch):
+    nbclient = pytest.importorskip("nbclient")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    nb = notebook.build("stubs")
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert not [o for c in code for o in c.outputs if o.output_type == "error"]
+    waiting = [c for c in code if "with unfinished()" in c.source]
+    assert waiting
+    for cell in waiting:
+        lines = [ln for o in cell.outputs for ln in o.get("text", "").splitlines() if ln.startswith("not run yet: ")]
+        assert len(lines) == 1, (cell.source[:80], cell.outputs)
+    assert "piece 'decoder': write" in "".join(o.get("text", "") for o in waiting[0].outputs)
+    assert "Total: 0/" in "".join(o.get("text", "") for o in code[-1].outputs)  # check() of the stub still reports

@@ -189,10 +189,10 @@ def main(*, submission: Path, out: Path, timeout: float = 1200, memory_gb: float
                 for k, c in cfgs.items()}
     out.mkdir(parents=True, exist_ok=True)
     src, tgt = _pick_sentence(toy.read_split("test"))
-    trained, notes = train_both(submission, cfgs, (src, tgt), timeout, memory_gb)
+    trained, notes, own = train_both(submission, cfgs, (src, tgt), timeout, memory_gb)
     for note in notes:
         print(f"plots: note: {safe(note, 400)}", file=sys.stderr, flush=True)  # it may quote the student's exception
-    _draw(trained, submission, out, (src, tgt), notes)
+    _draw(trained, submission, out, (src, tgt), notes, own)
     return [out / "heatmap.png", out / "length_curve.png"]
 
 
@@ -240,7 +240,23 @@ def _alignment(src: list[str]) -> list[int | None]:
     return [*toy.alignment(src), None]
 
 
-def _draw(trained: dict, submission: Path, out: Path, sentence: tuple, notes: list[str]) -> None:
+# the student's pieces each model is built from (the Luong model's encoder and loop are the lab's)
+USES = {"Bahdanau": ("encoder", "context", "additive", "decoder"), "Luong": ("context", "luong")}
+
+
+def label(name: str, own: list[str]) -> str:
+    """What a drawn model is: "your Bahdanau model", "Bahdanau (yours, with the reference's encoder)", or
+    "Bahdanau from the reference's pieces (none of yours yet)", so a figure never calls the reference the student's."""
+    mine = [s for s in USES[name] if s in own]
+    theirs = [s for s in USES[name] if s not in own]
+    if not theirs:
+        return f"your {name} model"
+    if not mine:
+        return f"{name} from the reference's pieces (none of yours yet)"
+    return f"{name} (yours, with the reference's {', '.join(theirs)})"
+
+
+def _draw(trained: dict, submission: Path, out: Path, sentence: tuple, notes: list[str], own: list[str]) -> None:
     """Write heatmap.png, length_curve.png and plots.json into `out` from the trained models' readings."""
     from grader.lab import artifacts
 
@@ -249,14 +265,16 @@ def _draw(trained: dict, submission: Path, out: Path, sentence: tuple, notes: li
     for name, t in trained.items():
         acc[name], steps[name] = t.acc, t.steps
         score = "additive" if name == "Bahdanau" else "scaled dot"
-        panels.append((f"{name} ({score} scores), {t.steps} steps", t.alpha, t.said, t.wrong))
+        panels.append((f"{label(name, own)} ({score} scores), {t.steps} steps", t.alpha, t.said, t.wrong))
         record[name] = {"accuracy_by_length": {str(n): round(a, 4) for n, a in t.acc.items()},
                         "steps": t.steps, "predicted": t.said}
     key = "orange boxes: the source word each output translates" + (
         "; red labels: wrong words" if any(p[3] for p in panels) else "")
-    heatmaps(panels, src, out / "heatmap.png", f"Where your models look while they translate ({submission.name}/)",
+    whose = "your models" if any(label(n, own).startswith("your") for n in trained) else (
+        "the models" if any(s in own for n in trained for s in USES[n]) else "the reference's models")
+    heatmaps(panels, src, out / "heatmap.png", f"Where {whose} look while they translate ({submission.name}/)",
              expected=_alignment(src), caption="\n".join([f"expected: {' '.join(tgt)}", key, *notes]))
-    curves = {f"your {name} model": acc[name] for name in trained}
+    curves = {label(name, own): acc[name] for name in trained}
     styles = [("bold", "#1f4e99"), ("bold", "#d68910")]
     try:
         ref = artifacts.load_curves()

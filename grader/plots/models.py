@@ -124,15 +124,16 @@ def _train_and_read(sub: Submission, model, name: str, cfg: train.TrainConfig, s
 
 
 def train_both(submission: Path, cfgs: dict[str, train.TrainConfig], sentence: tuple, timeout: float,
-               memory_gb: float) -> tuple[dict[str, Trained], list[str]]:
+               memory_gb: float) -> tuple[dict[str, Trained], list[str], list[str]]:
     """Both models trained and read in jailed workers within `timeout` seconds; a piece still raising
-    NotImplementedError is swapped for the reference's (where this checkout has one) and the run retried."""
+    NotImplementedError is swapped for the reference's (where this checkout has one) and the run retried.
+    Returns the models, the notes on what stood in, and the stems that were the student's own."""
     deadline = time.monotonic() + timeout
     forced: dict[str, str] = {}
     while True:
         texts, own, notes = _files(submission, forced)
         try:
-            return _run(texts, own, cfgs, sentence, deadline, memory_gb), notes
+            return _run(texts, own, cfgs, sentence, deadline, memory_gb), notes, own
         except RemoteError as e:
             stem = _stub_piece(str(e))
             if e.kind != "not_implemented" or stem is None or stem not in own or stem in forced:

@@ -195,3 +195,12 @@ def test_a_single_heatmap_panel_has_a_title_and_a_colour_bar(tmp_path, monkeypat
     panel, *bars = fig.axes
     assert panel.get_title(loc="left") == "Where your Bahdanau model looks" and fig._suptitle is None
     assert len(bars) == 1 and bars[0].get_ylabel() == "attention weight α"
+
+
+def test_a_figure_names_what_it_draws_and_never_calls_the_reference_the_students():
+    from grader.plots.draw import label
+
+    assert label("Bahdanau", ["encoder", "context", "additive", "decoder", "luong"]) == "your Bahdanau model"
+    assert label("Bahdanau", ["decoder", "context"]) == "Bahdanau (yours, with the reference's encoder, additive)"
+    assert label("Luong", []) == "Luong from the reference's pieces (none of yours yet)"
+    assert not label("Bahdanau", []).startswith("your")

@@ -152,9 +152,6 @@ class Submission:
         same for logits shifted by a constant in each row)."""
         self.run({"cmd": "backward", "name": kept, "rows": rows})
 
-    def ops(self, target: Handle, *args) -> int:
-        return self.run({"cmd": "ops", "target": target.name, "method": None}, args)
-
     def seed_worker(self, seed: int) -> None:
         self.run({"cmd": "seed", "seed": seed})
 

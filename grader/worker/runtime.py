@@ -11,7 +11,6 @@ import sys
 import types
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from grader.worker import probe, wire
 
@@ -175,12 +174,6 @@ class Worker:
         if cmd == "grads":
             prefix = req.get("prefix", "")
             return {n: p.grad for n, p in self.resolve(req["name"]).named_parameters() if n.startswith(prefix)}
-        if cmd == "ops":
-            fn = self.target(req)
-            args, kwargs = self.args(req)
-            with OpCounter() as counter:
-                fn(*args, **kwargs)
-            return counter.count
         if cmd == "train":
             from grader.lab.train import Trainer
 
@@ -232,18 +225,6 @@ class Worker:
                 out = f" (in {name.rsplit('/', 1)[-1]}, line {tb.tb_lineno}, in {tb.tb_frame.f_code.co_name})"
             tb = tb.tb_next
         return out
-
-
-class OpCounter(TorchDispatchMode):
-    """Counts aten operations (a Python loop over positions shows as growth with T)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.count = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.count += 1
-        return func(*args, **(kwargs or {}))
 
 
 class RemoteModel:

@@ -119,19 +119,19 @@ LOOPED_CONTEXT = """    out = encoder_outputs.new_zeros(alpha.size(0), encoder_o
         out = out + alpha[:, i, None] * encoder_outputs[:, i]
     return out
 """
-FORGE_OPS = '''
-import sys as _sys
+FORGE_CLOCK = '''
+import time as _time
 
-_rt = _sys.modules["grader.worker.runtime"]
-_rt.OpCounter.__torch_dispatch__ = lambda self, func, types, args=(), kwargs=None: func(*args, **(kwargs or {}))
+_time.perf_counter = _time.monotonic = _time.time = lambda: 0.0  # the worker's clocks stand still
 '''
 
 
-def test_a_forged_op_count_earns_no_no_loop_points(lab, arena):
+def test_a_worker_whose_clocks_stand_still_earns_no_no_loop_points(lab, arena):
+    """The no-loop case times the calls on the judge's clock: nothing the worker reports or measures counts."""
     looped = ((CONTEXT_SOLUTION, LOOPED_CONTEXT),)
     honest = judge(lab(files={"context": hostile("context", arena, edits=looped)}), ["context"])
     assert honest.score("context") == FULL["context"] - 2  # the loop costs exactly the no-loop case
-    forged = judge(lab(files={"context": hostile("context", arena, top=FORGE_OPS, edits=looped)}), ["context", "luong"])
+    forged = judge(lab(files={"context": hostile("context", arena, top=FORGE_CLOCK, edits=looped)}), ["context", "luong"])
     full_marks(forged, "luong")
     arena.assert_unharmed(forged.everything)
     assert forged.score("context") <= honest.score("context")
@@ -148,8 +148,8 @@ def _weighted(a, e):
 """
 
 
-def test_a_loop_in_a_helper_with_a_forged_op_count_earns_no_no_loop_points(lab, arena):
-    src = hostile("context", arena, top=FORGE_OPS, call="_payload()\n", edits=((CONTEXT_SOLUTION, HELPER_LOOP),))
+def test_a_loop_in_a_helper_with_the_workers_clocks_stopped_earns_no_no_loop_points(lab, arena):
+    src = hostile("context", arena, top=FORGE_CLOCK, call="_payload()\n", edits=((CONTEXT_SOLUTION, HELPER_LOOP),))
     g = judge(lab(files={"context": src}), ["context"])
     arena.assert_unharmed(g.everything)
     assert "test_it_runs_no_python_loop_over_positions" in g.messages("context")

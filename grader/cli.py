@@ -79,6 +79,12 @@ def _submission(path: Path, scratch: Path) -> Path:
         raise click.BadParameter(f"{path} does not exist; pass the folder that holds your encoder.py, additive.py, ...", param_hint="--submission")
     if not path.is_dir():
         raise click.BadParameter(f"{path} is a file; pass the folder laid out like exercises/", param_hint="--submission")
+    from grader.verbs.intake import is_link
+
+    for link in (path, path / NOTEBOOK.name):  # the regrade's and Gradescope's rule: a link is never followed
+        if is_link(link):
+            raise click.BadParameter(f"{report.safe(str(link), 300)} is a symbolic link; the grader reads only real "
+                                     "files and folders: put the file itself there", param_hint="--submission")
     if (path / NOTEBOOK.name).is_file():
         from grader.lesson.notebook import combine, describe
 
@@ -87,6 +93,8 @@ def _submission(path: Path, scratch: Path) -> Path:
             click.echo(describe(files), err=True)
         except NotebookError as e:  # the .py files can still be graded; say why the notebook was not read
             click.echo(f"{report.safe(str(e), 500)}; graded: the .py files only", err=True)
+        except Exception as e:  # noqa: BLE001 - a notebook no check foresaw: the .py files are still graded
+            click.echo(f"{NOTEBOOK.name} cannot be read ({type(e).__name__}); graded: the .py files only", err=True)
     if not any((path / f"{m}.py").is_file() for m in MODULES):
         raise click.BadParameter(f"{given} holds none of the lab's files ({', '.join(m + '.py' for m in MODULES)})", param_hint="--submission")
     return path.resolve()

@@ -30,8 +30,10 @@ FORK_SERVERS = (sys.platform == "linux" and hasattr(os, "fork") and hasattr(sock
 
 # -s: no user site-packages. The bootstrap drops the working directory that -c puts first on 3.10 (-P does it
 # from 3.11, but the same bootstrap serves every version) and puts the grader's import root in its place.
-_BOOT = ("import sys, runpy; sys.path[:] = [sys.argv.pop(1)] + [p for p in sys.path if p]; "
-         "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)")
+# Nothing is imported before the path is cleaned: on 3.10 runpy is a plain file, and the working directory
+# (/tmp for the fork servers) could hold a runpy.py of anyone's.
+_BOOT = ("import sys; sys.path[:] = [sys.argv.pop(1)] + [p for p in sys.path if p]; "
+         "import runpy; runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)")
 _MARK = "attnlab-imports-"
 _made: list[str] = []
 

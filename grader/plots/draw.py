@@ -155,9 +155,22 @@ def _caption(fig: plt.Figure, text: str) -> None:
     fig.text(0.01, y, text, ha="left", va="top", fontsize=8, color="#555555", wrap=True, linespacing=1.4)
 
 
-def _save(fig: plt.Figure, path: Path) -> Path:
+def fresh(path: Path) -> Path:
+    """`path`, with whatever stood there removed (a link is removed, never followed): a plots folder comes from a
+    student's repository, where plots/heatmap.png may be a link to a file of the instructor's."""
     path = Path(path)
+    if os.path.islink(path.parent):
+        raise PlotError(f"{path.parent} is a symbolic link; pass a real folder for the plots")
     path.parent.mkdir(parents=True, exist_ok=True)
+    if os.path.lexists(path):
+        if os.path.isdir(path) and not os.path.islink(path):
+            raise PlotError(f"{path} is a folder; remove it or pass another folder for the plots")
+        os.unlink(path)
+    return path
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
+    path = fresh(path)
     fig.savefig(path, bbox_inches="tight", pad_inches=0.15, facecolor="white")  # tight: keeps the caption
     plt.close(fig)
     return path
@@ -187,7 +200,7 @@ def main(*, submission: Path, out: Path, timeout: float = 1200, memory_gb: float
         steps = int(os.environ[STEPS_ENV])
         cfgs = {k: replace(c, max_steps=steps, short_steps=min(c.short_steps, steps), eval_every=min(c.eval_every, steps))
                 for k, c in cfgs.items()}
-    out.mkdir(parents=True, exist_ok=True)
+    fresh(out / "plots.json")  # the folder checked (no link) before anything trains
     src, tgt = _pick_sentence(toy.read_split("test"))
     trained, notes, own = train_both(submission, cfgs, (src, tgt), timeout, memory_gb)
     for note in notes:
@@ -291,4 +304,4 @@ def _draw(trained: dict, submission: Path, out: Path, sentence: tuple, notes: li
                      + " of the grader's training loop; the others: their full schedules (grader/artifacts/curves.json).",
                      *notes]))
     record.update(notes=notes, heatmap={"source": src, "expected": tgt}, curves=list(curves))
-    (out / "plots.json").write_text(json.dumps(record, indent=1) + "\n")
+    fresh(out / "plots.json").write_text(json.dumps(record, indent=1) + "\n")

@@ -60,7 +60,10 @@ def find(submission: Path, scratch: Path, notes: list[str] | None = None) -> Pat
     if folders:
         return unpack(max(sorted(folders), key=folders.get), scratch, notes)
     for pattern in ("*.ipynb", "*.zip"):
-        found = sorted(submission.rglob(pattern))
+        # never Jupyter's .ipynb_checkpoints/ (or another hidden folder's) copy; lesson.ipynb before any other name
+        found = sorted((p for p in submission.rglob(pattern)
+                        if not any(part.startswith(".") for part in p.relative_to(submission).parts)),
+                       key=lambda p: (p.name != "lesson.ipynb", len(p.parts), str(p)))
         if found:
             return unpack(found[0], scratch, notes)
     names = ", ".join(f"{m}.py" for m in MODULES)

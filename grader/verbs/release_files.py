@@ -17,8 +17,9 @@ from grader.verbs.intake import Refused, is_link, read_regular
 STUDENTS = ("exercises/",)  # what the student is asked to change
 PROTECTED = (".github/", "grader/")  # Classroom's protected paths: an added file there is flagged too
 # and, at the root, an added file that Python, pip or pytest would load (setup.py, sitecustomize.py, a .pth,
-# pytest.ini) or an added folder (a pip/ or json/ package shadows the real one for any `python -m` run there),
-# but for those an honest student makes (grade --plots plots/, a venv, editors' and Jupyter's own)
+# pytest.ini), a .gitattributes (it changes how grader/ is checked out) or an added folder (a pip/ or json/
+# package shadows the real one for any `python -m` run there), but for those an honest student makes
+# (grade --plots plots/, a venv, editors' and Jupyter's own)
 LOADED_AT_ROOT = (".py", ".pth", ".toml", ".cfg", ".ini")
 HONEST_FOLDERS = {"plots", ".venv", "venv", ".vscode", ".idea", ".ipynb_checkpoints", "__pycache__", ".pytest_cache"}
 SKIP_PARTS = {".git", "__pycache__", ".ipynb_checkpoints"}
@@ -77,7 +78,7 @@ def changed(repo: Path, release: dict[str, tuple[int, str]]) -> list[str]:
     released = {rel.split("/")[0] for rel in release} | {s.rstrip("/") for s in STUDENTS}
     out += [f"+{name}" + ("/" if folder else "") for name, folder in top_level
             if name not in released and name not in SKIP_PARTS
-            and (name not in HONEST_FOLDERS if folder else name.endswith(LOADED_AT_ROOT))]
+            and (name not in HONEST_FOLDERS if folder else name.endswith(LOADED_AT_ROOT) or name == ".gitattributes")]
     for top in PROTECTED:
         if (repo / top).is_dir() and not is_link(repo / top):
             out += [f"+{rel}" for rel in _walk(repo, top) if rel not in release]

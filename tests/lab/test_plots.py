@@ -204,3 +204,22 @@ def test_a_figure_names_what_it_draws_and_never_calls_the_reference_the_students
     assert label("Bahdanau", ["decoder", "context"]) == "Bahdanau (yours, with the reference's encoder, additive)"
     assert label("Luong", []) == "Luong from the reference's pieces (none of yours yet)"
     assert not label("Bahdanau", []).startswith("your")
+
+
+def test_plot_files_replace_links_left_in_the_folder_instead_of_writing_through_them(tmp_path):
+    from grader.plots.draw import PlotError, fresh
+
+    victim = tmp_path / "grades.csv"
+    victim.write_text("alice,73\n")
+    out = tmp_path / "plots"
+    out.mkdir()
+    (out / "plots.json").symlink_to(victim)
+    fresh(out / "plots.json").write_text("{}\n")
+    assert victim.read_text() == "alice,73\n" and not (out / "plots.json").is_symlink()
+    (tmp_path / "linked").symlink_to(out)
+    try:
+        fresh(tmp_path / "linked" / "heatmap.png")
+    except PlotError as e:
+        assert "symbolic link" in str(e)
+    else:
+        raise AssertionError("a linked plots folder was written into")

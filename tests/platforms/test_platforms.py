@@ -108,6 +108,11 @@ def test_the_child_argv_keeps_the_working_directory_and_the_callers_python_varia
     assert not [k for k in scrubbed if k.startswith("PYTHON") and k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED")]
     done = subprocess.run(host.python("json.tool", "--help"), cwd=tmp_path, capture_output=True, text=True, env=scrubbed)
     assert done.returncode == 0 and "usage" in done.stdout, done.stderr
+    (tmp_path / "runpy.py").write_text("raise SystemExit('runpy imported from the working directory')\n")
+    frozen_off = host.python("json.tool", "--help")  # as on 3.10, where runpy is a plain file, not a frozen module
+    done = subprocess.run([frozen_off[0], "-X", "frozen_modules=off", *frozen_off[1:]], cwd=tmp_path,
+                          capture_output=True, text=True, env=scrubbed)
+    assert done.returncode == 0 and "usage" in done.stdout, done.stderr
     done = subprocess.run(host.python("site"), cwd=tmp_path, capture_output=True, text=True, env=scrubbed)
     assert done.returncode == 0, done.stderr
     entries = [line.strip().rstrip(",").strip("'") for line in done.stdout.split("sys.path = [")[1].split("]")[0].splitlines()]

@@ -154,10 +154,15 @@ VECTORISED = {
 }
 
 
+DEVICE = "test_tensors_follow_the_input_device"
+
+
 def loses_only_the_no_loop_points(g, cause: str) -> None:
-    """The no-loop case is the one paid case lost (numpy fails the point-free device case too), for `cause`."""
-    assert g.score("context") == FULL["context"] - 2, g.messages("context")
-    assert [name for name in g.messages("context") if POINTS[name]] == [NO_LOOP], g.messages("context")
+    """The no-loop case is lost, for `cause`; the only other paid case lost is the device case, by code that leaves
+    torch (numpy, Python lists: not device-agnostic, as the stand-in CUDA device shows) and costs its 1 point."""
+    lost = [name for name in g.messages("context") if POINTS[name]]
+    assert NO_LOOP in lost and set(lost) <= {NO_LOOP, DEVICE}, g.messages("context")
+    assert g.score("context") == FULL["context"] - sum(POINTS[name] for name in lost), g.messages("context")
     assert cause in g.messages("context")[NO_LOOP], g.messages("context")
 
 

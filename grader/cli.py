@@ -168,21 +168,68 @@ def check(pieces: tuple[str, ...], submission: Path, fmt: str, out: Path | None,
     sys.exit(code)
 
 
-@cli.command()
+class BatchGroup(click.Group):
+    """`grade batch SUBMISSIONS...` regrades; `grade batch merge PARTS...` merges the shards' parts."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or args[0] not in self.commands:
+            args = ["class", *args]
+        return super().parse_args(ctx, args)
+
+
+class ClassCommand(click.Command):
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage("grade batch", " ".join(self.collect_usage_pieces(ctx)))
+
+
+def _shard(ctx: click.Context, param: click.Parameter, value: str | None):
+    from grader.regrade import shard
+
+    try:
+        return shard.parse(value) if value is not None else None
+    except shard.ShardError as e:
+        raise click.BadParameter(str(e), param_hint="--shard") from None
+
+
+def _deadline(ctx: click.Context, param: click.Parameter, value: str | None):
+    from grader.regrade import deadline
+
+    try:
+        return deadline.parse(value) if value is not None else None
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--before") from None
+
+
+@cli.group(cls=BatchGroup)
+def batch() -> None:
+    """Regrade a class (`grade batch SUBMISSIONS...`), or merge its shards (`grade batch merge PARTS...`)."""
+
+
+@batch.command("class", cls=ClassCommand, hidden=True)
 @click.argument("submissions", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=Path("grades.csv"), show_default=True,
-              help="CSV gradebook: student, piece scores, total.")
+              help="CSV gradebook: student, piece scores, total; its reports, code, manifest and class reports "
+                   "go beside it.")
 @click.option("--reports", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Folder for one JSON report per student (default: next to the CSV).")
 @click.option("--jobs", "-j", type=int, default=None, help="Submissions graded at once (default: the number of cores).")
+@click.option("--shard", "shard_spec", default=None, callback=_shard, metavar="K/N",
+              help="Grade only part K of N (the same student always in the same part of a class list); auto/N "
+                   "takes K from a Slurm job array or a Kubernetes Indexed Job. Then `grade batch merge`.")
+@click.option("--before", "deadline", default=None, callback=_deadline, metavar="DATETIME",
+              help="Grade each repository at its last commit before this time (ISO 8601 with its zone, e.g. "
+                   "2026-12-01T23:59:00-05:00); later commits are not graded, and the row says so.")
 @click.option("--release", type=click.Path(path_type=Path, file_okay=False, exists=True), default=None,
               help="The student release the class was given (grade release student OUT): the gradebook's "
                    "release_files column names every repository whose workflow, grader or other release files differ.")
 @grading_options
-def batch(submissions: tuple[Path, ...], out: Path, reports: Path | None, jobs: int | None, release: Path | None,
-          quick: bool, seed: str | None, case_timeout: float, piece_timeout: float, memory_gb: float) -> None:
+def batch_class(submissions: tuple[Path, ...], out: Path, reports: Path | None, jobs: int | None, release: Path | None,
+                shard_spec, deadline, quick: bool, seed: str | None, case_timeout: float, piece_timeout: float,
+                memory_gb: float) -> None:
     """Regrade a class: per student a repository, its exercises/ folder, a .zip or a .ipynb, in parallel; or a
-    folder of them, as `gh classroom clone student-repos` writes. Links in a submission are never followed."""
+    folder of them, as `gh classroom clone student-repos` writes. Links in a submission are never followed. A
+    rerun resumes: a student already graded with the same inputs keeps their row. `grade batch merge PARTS...`
+    makes the shards' parts one gradebook."""
     import os
 
     from grader.verbs import batch as verb
@@ -192,9 +239,27 @@ def batch(submissions: tuple[Path, ...], out: Path, reports: Path | None, jobs: 
     if missing:
         raise click.BadParameter(f"not found: {', '.join(missing)}", param_hint="SUBMISSIONS")
     graded, bad = verb.main(submissions=list(submissions), out=out, reports=reports, jobs=jobs or verb.default_jobs(),
-                            seed=resolve_seed(seed), release=release,
+                            seed=resolve_seed(seed), release=release, shard=shard_spec, before=deadline,
                             limits=Limits(case_timeout, piece_timeout, memory_gb, quick))
-    click.echo(f"graded {graded} submission(s), {bad} unreadable; gradebook: {out}")
+    part = f"shard {shard_spec}: " if shard_spec else ""
+    click.echo(f"{part}graded {graded} submission(s), {bad} unreadable; gradebook: {out}")
+
+
+@batch.command("merge")
+@click.argument("parts", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=Path("grades.csv"), show_default=True,
+              help="The class's one gradebook; its reports, code, manifest, class and similarity reports go beside it.")
+def batch_merge(parts: tuple[Path, ...], out: Path) -> None:
+    """Merge the parts `grade batch --shard K/N` wrote (their CSVs, or folders holding them) into one gradebook,
+    byte for byte the one an unsharded run writes. Refuses a missing shard (naming its students), a shard given
+    twice, and parts of different runs."""
+    from grader.verbs import merge as verb
+
+    try:
+        graded, bad, said = verb.main(parts=list(parts), out=out)
+    except verb.MergeError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"merged {graded + bad} student(s) ({graded} graded, {bad} unreadable) into {out}; {said}")
 
 
 def instructor_only(what: str) -> None:

@@ -7,7 +7,7 @@ spreadsheets, and each row reaches the disk as it finishes.
 """
 from __future__ import annotations
 
-import csv
+import hashlib
 import json
 import os
 import re
@@ -16,8 +16,13 @@ import sys
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
+from grader.regrade import book, deadline
+from grader.regrade.book import cell  # noqa: F401 - the name callers and tests know
+from grader.regrade.shard import Shard, class_digest, members
 from grader.runner import report
 from grader.runner.schedule import Grading
 from grader.runner.stage import stage
@@ -40,7 +45,6 @@ BadSubmission = Refused  # the name callers and tests know
 EXERCISES = "exercises"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _WINDOWS_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)), *(f"LPT{i}" for i in range(10))}
-_FORMULA = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")  # and their full-width forms
 
 
 # --- which submissions, named how ---------------------------------------------------------------
@@ -173,14 +177,6 @@ def unpack(path: Path, into: Path, notes: list[str] | None = None) -> Path:
 
 # --- the gradebook ------------------------------------------------------------------------------
 
-def cell(value):
-    """A CSV cell no spreadsheet runs: one line, and text that would start a formula behind a quote (OWASP)."""
-    if not isinstance(value, str):
-        return value
-    text = re.sub(r"[\x00-\x1f\x7f]", " ", value)
-    return "'" + text if text.lstrip().startswith(_FORMULA) else text
-
-
 def error_row(name: str, message: str) -> dict:
     """A gradebook row for a submission that could not be graded: zero everywhere, and why (the reason may quote
     the submission: escaped as every report escapes it)."""
@@ -188,72 +184,78 @@ def error_row(name: str, message: str) -> dict:
             "status": f"error: {report.safe(' '.join(message.split()), 300)}"}
 
 
-class Gradebook:
-    """The CSV, written a row at a time as each finishes (a crash keeps every finished row), then rewritten
-    in order of student name, complete, in one atomic replace."""
+@dataclass
+class Student:
+    """One submission on its way through the batch."""
 
-    def __init__(self, out: Path, quick: bool) -> None:
-        self.out, self.mode, self.rows, self.lock = out, "quick" if quick else "full", [], threading.Lock()
-        self.fields = ["student", *PIECES, "total", "max_score", "status", "mode", "release_files", "path"]
-        out.parent.mkdir(parents=True, exist_ok=True)
-        self.file = open(out, "w", newline="", encoding="utf-8")  # noqa: SIM115 - open across rows, closed in finish
-        self.writer = csv.DictWriter(self.file, fieldnames=self.fields)
-        self.writer.writeheader()
-        self.file.flush()
+    path: Path
+    name: str
+    into: Path
+    source: Path  # what is read: the repository, or its checkout at the deadline's commit
+    notes: list[str] = field(default_factory=list)
+    commit: deadline.Commit | None = None
+    checked: tuple[str, list[str]] = ("", [])  # the release_files cell and the files it names
+    inputs: str = ""
+    job: Grading | None = None
 
-    def _line(self, row: dict, max_score) -> dict:
-        full = {**row, "max_score": row["max_score"] if row["max_score"] is not None else max_score, "mode": self.mode}
-        return {k: cell(full.get(k, "")) for k in self.fields}
+    def commit_cells(self) -> dict:
+        c = self.commit
+        return {"commit": c.sha, "committed": c.time, "late": c.late} if c else {}
 
-    def add(self, row: dict) -> None:
-        with self.lock:
-            self.rows.append(row)
-            self.writer.writerow(self._line(row, ""))
-            self.file.flush()
 
-    def finish(self) -> None:
-        self.file.close()
-        rows = sorted(self.rows, key=lambda r: (r["student"].lower(), r["student"]))
-        max_score = next((r["max_score"] for r in rows if r["max_score"] is not None), 0)
-        tmp = self.out.with_name(self.out.name + ".tmp")
-        with open(tmp, "w", newline="", encoding="utf-8") as f:
-            # "quick" marks a gradebook without the training cases: its totals are not the grade
-            writer = csv.DictWriter(f, fieldnames=self.fields)
-            writer.writeheader()
-            for r in rows:
-                writer.writerow(self._line(r, max_score))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.out)
+def keep_code(staged: Path, into: Path) -> None:
+    """The lab files that are graded, kept beside the gradebook for the similarity report."""
+    shutil.rmtree(into, ignore_errors=True)
+    into.mkdir(parents=True)
+    for module in MODULES:
+        src = staged / f"{module}.py"
+        if src.is_file() and not src.is_symlink():
+            shutil.copyfile(src, into / src.name)
 
 
 def main(
     *, submissions: list[Path], out: Path, reports: Path | None, jobs: int, seed: str, limits: Limits,
-    progress: bool = True, release: Path | None = None,
+    progress: bool = True, release: Path | None = None, shard: Shard | None = None, before: datetime | None = None,
 ) -> tuple[int, int]:
-    """Grade every submission; returns (graded, unreadable). One broken submission never stops the batch.
+    """Grade every submission (or `shard`'s part of them); returns (graded, unreadable). One broken submission
+    never stops the batch, and a rerun takes every row the journal holds for the same inputs as it is.
 
     The class is graded piece by piece, as `grade` grades one submission: every student's unit cases of one
     piece (up to `jobs` at once, so the workers that run together hold the same reference), the pieces in
     `pieces.run_order`, and then every student's training cases, any beside any other (see check.Grading).
     """
-    reports = reports or out.with_name(out.stem + "-reports")
-    reports.mkdir(parents=True, exist_ok=True)
+    files = book.Files.of(out, reports)
+    files.reports.mkdir(parents=True, exist_ok=True)
+    files.code.mkdir(parents=True, exist_ok=True)
     dropped = drop_page_cache()
     if progress:
         print(dropped, file=sys.stderr)
     paths = collect(list(submissions))
     names = student_names(paths)
+    everyone = list(names.values())
+    if shard:
+        part = set(members(everyone, shard))
+        paths = [p for p in paths if names[p] in part]
     digests = release_files.release_digests(release) if release else None
-    book = Gradebook(out, limits.quick)
+    setting = book.settings(
+        seed=seed, quick=limits.quick, before=deadline.iso(before) if before else None,
+        limits={"case_timeout": limits.case_timeout, "piece_timeout": limits.piece_timeout, "memory_gb": limits.memory_gb},
+        release=hashlib.sha256(json.dumps(digests, sort_keys=True).encode()).hexdigest() if digests else None)
+    where = {"shard": [shard.k, shard.n] if shard else None, "class": class_digest(everyone)}
+    journal = book.Journal(files.journal, {**where, **setting})
+    manifest = dict(shard=(shard.k, shard.n) if shard else None, names=everyone, class_digest=where["class"],
+                    setting=setting)
+    book.write_manifest(files, rows=None, finished=False, **manifest)
+    gradebook = book.Gradebook(files, limits.quick, journal)
     local = threading.local()
     zygotes: list[Zygote] = []
     lock = threading.Lock()
+    resumed = [0]
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(paths), desc="grading", unit="submission")
+        bar = tqdm(total=len(paths), desc=f"grading{f' shard {shard}' if shard else ''}", unit="submission")
 
     def zygote() -> Zygote:
         """This thread's fork server, started at its first piece."""
@@ -263,70 +265,88 @@ def main(
                 zygotes.append(local.zygote)
         return local.zygote
 
-    def add(line: dict) -> None:
-        book.add(line)
+    def add(line: dict, inputs: str = "") -> None:
+        gradebook.add(line, inputs)
         if bar:
             bar.update(1)
 
-    def checked(path: Path) -> tuple[str, list[str]]:
+    def checked(source: Path) -> tuple[str, list[str]]:
         """The release_files cell and the files it names: the repository's workflow, grader and data as given."""
         try:
-            return release_files.column(path, digests)
+            return release_files.column(source, digests)
         except OSError as e:
             return f"not checked ({e.strerror or e})", []
 
-    def error(path: Path, e: BaseException) -> dict:
+    def error(s: Student, e: BaseException) -> dict:
         """The row (and report) of a student who could not be graded: unreadable, or a grader fault."""
-        name = names[path]
-        cell_text, files = checked(path)
+        cell_text, files_changed = s.checked if s.checked[0] else checked(s.source)
+        row = {"path": str(s.path), "release_files": cell_text, **s.commit_cells()}
         if isinstance(e, Refused):
-            data = {"student": name, "path": str(path), "error": report.safe(str(e), 500), "changed_release_files": files}
-            (reports / f"{name}.json").write_text(json.dumps(data, indent=2) + "\n")
-            return {**error_row(name, str(e)), "path": str(path), "release_files": cell_text}
-        return {**error_row(name, f"{type(e).__name__}: {e}"), "path": str(path), "release_files": cell_text}
+            data = {"student": s.name, "path": str(s.path), "error": report.safe(str(e), 500),
+                    "changed_release_files": files_changed, **s.commit_cells()}
+            (files.reports / f"{s.name}.json").write_text(json.dumps(data, indent=2) + "\n")
+            return {**error_row(s.name, str(e)), **row}
+        return {**error_row(s.name, f"{type(e).__name__}: {e}"), **row}
 
-    def graded(path: Path, job: Grading, notes: list[str]) -> dict:
-        name = names[path]
-        cell_text, files = checked(path)
-        data = {**report.as_dict(job.runs(), student=name, seed=seed, quick=limits.quick), "path": str(path),
-                "changed_release_files": files}
-        notes = [report.safe(n, 400) for n in notes]  # a notebook's reason may quote its text
+    def graded(s: Student) -> dict:
+        cell_text, files_changed = s.checked
+        data = {**report.as_dict(s.job.runs(), student=s.name, seed=seed, quick=limits.quick), "path": str(s.path),
+                "changed_release_files": files_changed, **s.commit_cells()}
+        notes = [report.safe(n, 400) for n in s.notes]  # a notebook's reason may quote its text
         if notes:
             data["notes"] = notes
-        (reports / f"{name}.json").write_text(json.dumps(data, indent=2) + "\n")
+        (files.reports / f"{s.name}.json").write_text(json.dumps(data, indent=2) + "\n")
         status = "ok" + "".join(f": {n}" for n in notes)  # graded, and what was left out
-        return {"student": name, **{p["name"]: p["score"] for p in data["pieces"]}, "total": data["score"],
-                "max_score": data["max_score"], "status": " ".join(status.split())[:400], "path": str(path),
-                "release_files": cell_text}
+        return {"student": s.name, **{p["name"]: p["score"] for p in data["pieces"]}, "total": data["score"],
+                "max_score": data["max_score"], "status": " ".join(status.split())[:400], "path": str(s.path),
+                "release_files": cell_text, **s.commit_cells()}
 
     with tempfile.TemporaryDirectory(prefix="attnlab-batch-") as tmp, \
             ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        live: dict[Path, tuple[Grading, list[str], Path]] = {}
+        live: dict[Path, Student] = {}
         failed: dict[Path, BaseException] = {}  # a student whose grading raised: graded no further
 
         def read(i: int, path: Path) -> None:
-            notes: list[str] = []
-            into = Path(tmp) / str(i)
+            s = Student(path, names[path], Path(tmp) / str(i), path)
             try:
-                into.mkdir()
-                job = Grading(submission=unpack(path, into, notes), pieces=list(PIECES), seed=seed, limits=limits)
+                s.into.mkdir()
+                if before:
+                    s.source, s.commit = deadline.checkout(path, before, s.into / "git")
+                    if s.commit.late:
+                        s.notes.append(f"{s.commit.late} commit(s) after the deadline not graded")
+                staged = unpack(s.source, s.into, s.notes)
+                s.checked = checked(s.source)
+                keep_code(staged, files.code / s.name)
+                s.inputs = book.inputs_digest(setting, staged, [*s.notes, s.commit.sha if s.commit else "",
+                                                                json.dumps(s.checked)])
+                kept = journal.reusable(s.name, s.inputs)
+                if kept is not None and (files.reports / f"{s.name}.json").is_file():
+                    add(kept, s.inputs)  # graded before with these very inputs: the same row again
+                    with lock:
+                        resumed[0] += 1
+                    shutil.rmtree(s.into, ignore_errors=True)
+                    return
+                s.job = Grading(submission=staged, pieces=list(PIECES), seed=seed, limits=limits)
             except Exception as e:  # noqa: BLE001 - one unreadable submission is one error row
-                add(error(path, e))
-                shutil.rmtree(into, ignore_errors=True)
+                add(error(s, e))
+                shutil.rmtree(s.into, ignore_errors=True)
+                shutil.rmtree(files.code / s.name, ignore_errors=True)  # nothing of theirs was graded
                 return
             with lock:
-                live[path] = (job, notes, into)
+                live[path] = s
 
         def done(path: Path) -> None:
             with lock:
-                job, notes, into = live.pop(path)
+                s = live.pop(path)
             e = failed.get(path)
+            inputs = ""
             try:
-                line = graded(path, job, notes) if e is None else error(path, e)
+                line = graded(s) if e is None else error(s, e)
+                inputs = s.inputs if e is None else ""  # a grader fault is graded again on a rerun
             except Exception as e2:  # noqa: BLE001 - still just this student's row
-                line = error(path, e2)
-            add(line)
-            shutil.rmtree(into, ignore_errors=True)
+                line = error(s, e2)
+            add(line, inputs)
+            shutil.rmtree(s.into, ignore_errors=True)
 
         def attempt(path: Path, step: str, piece: str) -> None:
             """live[path]'s run_units or run_training of `piece`, unless that student already failed; a failure is
@@ -334,7 +354,7 @@ def main(
             if path in failed:
                 return
             try:
-                getattr(live[path][0], step)(piece, zygote())
+                getattr(live[path].job, step)(piece, zygote())
             except Exception as e:  # noqa: BLE001 - recorded for that student's row
                 failed[path] = e
 
@@ -356,19 +376,40 @@ def main(
             for piece in run_order(list(PIECES)):
                 graded_now = [p for p in paths if p in live]
                 list(pool.map(lambda path, piece=piece: attempt(path, "run_units", piece), graded_now))
-            for path in [p for p in paths if p in live and (p in failed or not live[p][0].trains)]:
+            for path in [p for p in paths if p in live and (p in failed or not live[p].job.trains)]:
                 done(path)
-            left.update({p: len(live[p][0].trains) for p in paths if p in live})
+            left.update({p: len(live[p].job.trains) for p in paths if p in live})
             # one student's training cases back to back, so rows reach the disk as students finish
-            list(pool.map(train, [(p, piece) for p in paths if p in live for piece in live[p][0].trains]))
+            list(pool.map(train, [(p, piece) for p in paths if p in live for piece in live[p].job.trains]))
         finally:
             if bar:
                 bar.close()
             for z in zygotes:
                 z.close()
-    book.finish()
-    bad = sum(1 for r in book.rows if r["status"].startswith("error"))
-    return len(book.rows) - bad, bad
+    gradebook.finish()
+    journal.close()
+    book.write_manifest(files, rows=gradebook.rows, finished=True, resumed=resumed[0], **manifest)
+    if shard is None:
+        class_reports(files, gradebook.rows, progress)
+    bad = sum(1 for r in gradebook.rows if r["status"].startswith("error"))
+    return len(gradebook.rows) - bad, bad
+
+
+def class_reports(files: book.Files, rows: list[dict], progress: bool = True) -> str:
+    """The similarity report and the class report beside a whole class's gradebook; returns what was written."""
+    from grader.regrade import classreport, similarity
+
+    try:
+        pairs, note = similarity.report(files.code, files.similarity), ""
+    except ImportError as e:
+        pairs, note = None, str(e)
+    classreport.write(files.classreport, rows=rows, reports=files.reports, pieces=list(PIECES), pairs=pairs,
+                      similarity_note=note)
+    said = f"class report: {files.classreport}" + (f"; similarity: {files.similarity}" if pairs is not None
+                                                   else f"; no similarity report ({note})")
+    if progress:
+        print(said, file=sys.stderr)
+    return said
 
 
 def drop_page_cache() -> str:

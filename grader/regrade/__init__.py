@@ -1,0 +1,1 @@
+"""The class regrade: shards, their merge, deadlines, the similarity and class reports."""

@@ -1,0 +1,258 @@
+"""The regrade's files beside a gradebook: the CSV itself, the shard's manifest and the journal a rerun resumes from.
+
+`grade batch --out DIR/grades.csv` writes, in DIR:
+- grades.csv: one row a student, in order of name (written as rows finish, then rewritten sorted);
+- grades-reports/<student>.json and grades-code/<student>/<module>.py (the code that was graded);
+- grades-journal.jsonl: every finished row with the digest of its inputs, appended and flushed as it
+  finishes, so that a rerun of a killed run grades only what is left;
+- grades-manifest.json: what run it was (the shard, the class list's digest, the grader's and the cases'
+  digests, the seed's digest: the seed itself is secret) and every student's row and how it ended.
+The merge (grader/regrade/merge.py) checks the manifests agree and writes the same CSV from their rows.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader import ROOT
+from grader.pieces import PIECES
+
+FORMAT = 1
+MAX_MANIFEST = 256 << 20  # bytes: a class of thousands' rows, with room
+_FORMULA = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")  # and their full-width forms
+FIELDS = ["student", *PIECES, "total", "max_score", "status", "mode", "commit", "committed", "late",
+          "release_files", "path"]
+
+
+@dataclass(frozen=True)
+class Files:
+    """Where a gradebook's companions lie."""
+
+    csv: Path
+    reports: Path
+
+    @classmethod
+    def of(cls, out: Path, reports: Path | None = None) -> Files:
+        return cls(out, reports or out.with_name(out.stem + "-reports"))
+
+    def _beside(self, suffix: str) -> Path:
+        return self.csv.with_name(self.csv.stem + suffix)
+
+    @property
+    def code(self) -> Path:
+        return self._beside("-code")
+
+    @property
+    def manifest(self) -> Path:
+        return self._beside("-manifest.json")
+
+    @property
+    def journal(self) -> Path:
+        return self._beside("-journal.jsonl")
+
+    @property
+    def similarity(self) -> Path:
+        return self._beside("-similarity.html")
+
+    @property
+    def classreport(self) -> Path:
+        return self._beside("-class.html")
+
+
+# --- the CSV ----------------------------------------------------------------------------------------
+
+def cell(value):
+    """A CSV cell no spreadsheet runs: one line, and text that would start a formula behind a quote (OWASP)."""
+    if not isinstance(value, str):
+        return value
+    text = re.sub(r"[\x00-\x1f\x7f]", " ", value)
+    return "'" + text if text.lstrip().startswith(_FORMULA) else text
+
+
+def line(row: dict, max_score, mode: str) -> dict:
+    full = {**row, "max_score": row["max_score"] if row.get("max_score") is not None else max_score, "mode": mode}
+    return {k: cell(full.get(k, "")) for k in FIELDS}
+
+
+def order(rows: list[dict]) -> list[dict]:
+    return sorted(rows, key=lambda r: (r["student"].lower(), r["student"]))
+
+
+def write_csv(out: Path, rows: list[dict], mode: str) -> None:
+    """The complete gradebook in order of student name, in one atomic replace; the same rows give the same bytes."""
+    rows = order(rows)
+    max_score = next((r["max_score"] for r in rows if r.get("max_score") is not None), 0)
+    tmp = out.with_name(out.name + ".tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        for r in rows:
+            writer.writerow(line(r, max_score, mode))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, out)
+
+
+class Gradebook:
+    """The CSV, a row at a time as each finishes (a crash keeps every finished row), then rewritten complete;
+    each row also goes to the journal with the digest of what was graded, so a rerun can take it as it is."""
+
+    def __init__(self, files: Files, quick: bool, journal: Journal | None = None) -> None:
+        self.files, self.mode, self.rows, self.lock = files, "quick" if quick else "full", [], threading.Lock()
+        self.journal = journal
+        files.csv.parent.mkdir(parents=True, exist_ok=True)
+        self.file = open(files.csv, "w", newline="", encoding="utf-8")  # noqa: SIM115 - closed in finish
+        self.writer = csv.DictWriter(self.file, fieldnames=FIELDS)
+        self.writer.writeheader()
+        self.file.flush()
+
+    def add(self, row: dict, inputs: str = "") -> None:
+        with self.lock:
+            self.rows.append(row)
+            self.writer.writerow(line(row, "", self.mode))
+            self.file.flush()
+            if self.journal and inputs:
+                self.journal.append(row, inputs)
+
+    def finish(self) -> None:
+        self.file.close()
+        write_csv(self.files.csv, self.rows, self.mode)
+
+
+# --- what a run was -------------------------------------------------------------------------------
+
+def _tree_digest(paths: list[tuple[str, Path]]) -> str:
+    h = hashlib.sha256()
+    for name, path in sorted(paths):
+        h.update(f"{name}\0{path.stat().st_size}\0".encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def grader_digest() -> str:
+    """The grader's own code: every .py file of the package."""
+    pkg = ROOT / "grader"
+    return _tree_digest([(p.relative_to(pkg).as_posix(), p) for p in pkg.rglob("*.py") if "__pycache__" not in p.parts])
+
+
+def cases_digest() -> str:
+    """What a grade is measured against: the hidden cases, their manifest and the reference."""
+    from grader.runner import layout
+
+    where = layout.current()
+    files = [(f"cases/{p.name}", p) for p in where.cases.glob("*.py")] + [("manifest.json", where.manifest)]
+    if where.reference:
+        files += [(f"reference/{p.name}", p) for p in where.reference.glob("*.py")]
+    return _tree_digest(files)
+
+
+def settings(*, seed: str, quick: bool, limits: dict, before: str | None, release: str | None) -> dict:
+    """Everything besides a student's own files that decides their row: two runs with equal settings give a
+    student with the same files the same row."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        release_version = version("attention-lab")
+    except PackageNotFoundError:
+        release_version = "unknown"
+    return {
+        "grader": {"version": release_version, "digest": grader_digest()},
+        "cases": cases_digest(),
+        "seed": hashlib.sha256(seed.encode()).hexdigest(),  # the seed is secret; its digest tells runs apart
+        "mode": "quick" if quick else "full",
+        "limits": limits,
+        "pieces": list(PIECES),
+        "before": before,
+        "release": release,
+    }
+
+
+def inputs_digest(setting: dict, folder: Path, extra: list[str]) -> str:
+    """One student's inputs: the settings, every file staged for grading and what was said of them."""
+    h = hashlib.sha256(json.dumps(setting, sort_keys=True).encode())
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
+        h.update(f"{path.relative_to(folder).as_posix()}\0{path.stat().st_size}\0".encode())
+        h.update(path.read_bytes())
+    for note in extra:
+        h.update(f"\0{note}".encode())
+    return h.hexdigest()
+
+
+class Journal:
+    """Rows as they finish, one JSON object a line, with the digest of their inputs. A rerun with the same
+    settings reads it back; with other settings (another seed, grader, shard) it starts a new one."""
+
+    def __init__(self, path: Path, header: dict) -> None:
+        self.path, self.header = path, header
+        self.done: dict[str, tuple[str, dict]] = {}
+        kept = self._read()
+        if kept is None:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(json.dumps({"header": header}, sort_keys=True) + "\n")
+        else:
+            self.done = kept
+        self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close
+
+    def _read(self) -> dict[str, tuple[str, dict]] | None:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                lines = f.read(MAX_MANIFEST).splitlines()
+        except (OSError, UnicodeDecodeError):
+            return None
+        try:
+            if json.loads(lines[0]) != {"header": json.loads(json.dumps(self.header, sort_keys=True))}:
+                return None
+        except (IndexError, ValueError):
+            return None
+        done = {}
+        for text in lines[1:]:
+            try:
+                entry = json.loads(text)
+                done[entry["row"]["student"]] = (entry["inputs"], entry["row"])
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut short by the kill: that student is graded again
+        return done
+
+    def reusable(self, name: str, inputs: str) -> dict | None:
+        """The row of `name` if it was finished with these very inputs."""
+        kept = self.done.get(name)
+        return kept[1] if kept and kept[0] == inputs else None
+
+    def append(self, row: dict, inputs: str) -> None:
+        self.file.write(json.dumps({"inputs": inputs, "row": row}, sort_keys=True) + "\n")
+        self.file.flush()
+        os.fsync(self.file.fileno())
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def ended(row: dict) -> str:
+    status = str(row.get("status", ""))
+    return "late" if status.startswith("error: late") else "error" if status.startswith("error") else "graded"
+
+
+def write_manifest(files: Files, *, shard: tuple[int, int] | None, names: list[str], class_digest: str,
+                   setting: dict, rows: list[dict] | None, finished: bool, resumed: int = 0) -> None:
+    """The manifest of a run (rows None: still running)."""
+    data = {
+        "format": FORMAT,
+        "shard": list(shard) if shard else None,
+        "class": {"digest": class_digest, "students": sorted(names)},
+        **setting,
+        "finished": finished,
+        "gradebook": files.csv.name,
+        "reports": os.path.relpath(files.reports, files.manifest.parent),
+        "code": files.code.name,
+        "resumed": resumed,
+        "students": {r["student"]: {"ended": ended(r), "row": r} for r in order(rows or [])},
+    }
+    tmp = files.manifest.with_name(files.manifest.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, files.manifest)

@@ -21,13 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader import ROOT
-from grader.pieces import PIECES
 
 FORMAT = 1
 MAX_MANIFEST = 256 << 20  # bytes: a class of thousands' rows, with room
 _FORMULA = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")  # and their full-width forms
-FIELDS = ["student", *PIECES, "total", "max_score", "status", "mode", "commit", "committed", "late",
-          "release_files", "path"]
+def fields(pieces: list[str]) -> list[str]:
+    """The gradebook's columns: a column a piece graded."""
+    return ["student", *pieces, "total", "max_score", "status", "mode", "commit", "committed", "late",
+            "release_files", "path"]
 
 
 @dataclass(frozen=True)
@@ -75,25 +76,25 @@ def cell(value):
     return "'" + text if text.lstrip().startswith(_FORMULA) else text
 
 
-def line(row: dict, max_score, mode: str) -> dict:
+def line(row: dict, max_score, mode: str, columns: list[str]) -> dict:
     full = {**row, "max_score": row["max_score"] if row.get("max_score") is not None else max_score, "mode": mode}
-    return {k: cell(full.get(k, "")) for k in FIELDS}
+    return {k: cell(full.get(k, "")) for k in columns}
 
 
 def order(rows: list[dict]) -> list[dict]:
     return sorted(rows, key=lambda r: (r["student"].lower(), r["student"]))
 
 
-def write_csv(out: Path, rows: list[dict], mode: str) -> None:
+def write_csv(out: Path, rows: list[dict], mode: str, pieces: list[str]) -> None:
     """The complete gradebook in order of student name, in one atomic replace; the same rows give the same bytes."""
     rows = order(rows)
     max_score = next((r["max_score"] for r in rows if r.get("max_score") is not None), 0)
-    tmp = out.with_name(out.name + ".tmp")
+    tmp, columns = out.with_name(out.name + ".tmp"), fields(pieces)
     with open(tmp, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
         for r in rows:
-            writer.writerow(line(r, max_score, mode))
+            writer.writerow(line(r, max_score, mode, columns))
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, out)
@@ -103,26 +104,26 @@ class Gradebook:
     """The CSV, a row at a time as each finishes (a crash keeps every finished row), then rewritten complete;
     each row also goes to the journal with the digest of what was graded, so a rerun can take it as it is."""
 
-    def __init__(self, files: Files, quick: bool, journal: Journal | None = None) -> None:
+    def __init__(self, files: Files, quick: bool, pieces: list[str], journal: Journal | None = None) -> None:
         self.files, self.mode, self.rows, self.lock = files, "quick" if quick else "full", [], threading.Lock()
-        self.journal = journal
+        self.journal, self.pieces, self.columns = journal, pieces, fields(pieces)
         files.csv.parent.mkdir(parents=True, exist_ok=True)
         self.file = open(files.csv, "w", newline="", encoding="utf-8")  # noqa: SIM115 - closed in finish
-        self.writer = csv.DictWriter(self.file, fieldnames=FIELDS)
+        self.writer = csv.DictWriter(self.file, fieldnames=self.columns)
         self.writer.writeheader()
         self.file.flush()
 
     def add(self, row: dict, inputs: str = "") -> None:
         with self.lock:
             self.rows.append(row)
-            self.writer.writerow(line(row, "", self.mode))
+            self.writer.writerow(line(row, "", self.mode, self.columns))
             self.file.flush()
             if self.journal and inputs:
                 self.journal.append(row, inputs)
 
     def finish(self) -> None:
         self.file.close()
-        write_csv(self.files.csv, self.rows, self.mode)
+        write_csv(self.files.csv, self.rows, self.mode, self.pieces)
 
 
 # --- what a run was -------------------------------------------------------------------------------
@@ -152,7 +153,8 @@ def cases_digest() -> str:
     return _tree_digest(files)
 
 
-def settings(*, seed: str, quick: bool, limits: dict, before: str | None, release: str | None) -> dict:
+def settings(*, seed: str, quick: bool, limits: dict, before: str | None, release: str | None,
+             pieces: list[str]) -> dict:
     """Everything besides a student's own files that decides their row: two runs with equal settings give a
     student with the same files the same row."""
     from importlib.metadata import PackageNotFoundError, version
@@ -167,7 +169,7 @@ def settings(*, seed: str, quick: bool, limits: dict, before: str | None, releas
         "seed": hashlib.sha256(seed.encode()).hexdigest(),  # the seed is secret; its digest tells runs apart
         "mode": "quick" if quick else "full",
         "limits": limits,
-        "pieces": list(PIECES),
+        "pieces": pieces,
         "before": before,
         "release": release,
     }

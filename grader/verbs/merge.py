@@ -104,6 +104,15 @@ def check(manifests: dict[Path, dict]) -> list[str]:
     return problems
 
 
+def _inside(manifest: Path, name: str) -> Path:
+    """A folder the manifest names beside itself: never one elsewhere (a part is an artifact: data, not a path)."""
+    rel = Path(str(name))
+    if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+        raise MergeError(f"{manifest} names its reports or code at {name!r}, outside its own folder: rerun that shard "
+                         "with its reports beside its CSV")
+    return manifest.parent / rel
+
+
 def _shard(m: dict) -> str:
     return "/".join(map(str, m["shard"])) if m.get("shard") else "none"
 
@@ -128,11 +137,11 @@ def main(*, parts: list[Path], out: Path, progress: bool = True) -> tuple[int, i
     rows: list[dict] = []
     for path, m in sorted(manifests.items(), key=lambda item: item[1]["shard"][0]):
         rows += [entry["row"] for entry in m["students"].values()]
-        for source, dest in ((path.parent / m["reports"], files.reports), (path.parent / m["code"], files.code)):
+        for source, dest in ((_inside(path, m["reports"]), files.reports), (_inside(path, m["code"]), files.code)):
             if source.resolve() != dest.resolve() and source.is_dir():
-                shutil.copytree(source, dest, dirs_exist_ok=True, symlinks=True)
+                shutil.copytree(source, dest, dirs_exist_ok=True, symlinks=True)  # a link is copied, never followed
     base = next(iter(manifests.values()))
-    book.write_csv(files.csv, rows, base["mode"])
+    book.write_csv(files.csv, rows, base["mode"], list(base["pieces"]))
     setting = {k: base[k] for k in ("grader", "cases", "seed", "mode", "limits", "pieces", "before", "release")}
     book.write_manifest(files, shard=None, names=base["class"]["students"], class_digest=base["class"]["digest"],
                         setting=setting, rows=rows, finished=True)

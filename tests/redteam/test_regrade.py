@@ -18,7 +18,8 @@ import pytest
 
 from grader.verbs import intake
 from grader.verbs import batch as batch_verb
-from grader.pieces import PIECES
+from grader.pieces import MODULES, PIECES
+from grader.regrade.book import Files
 
 from helpers import QUICK, REFERENCE, make_submission
 
@@ -35,9 +36,13 @@ def batch(subs: list[Path], tmp_path: Path, monkeypatch, *, pieces=(PIECE,), job
     batch_verb.main(submissions=subs, out=out, reports=tmp_path / "book" / "reports", jobs=jobs, seed="0",
                     limits=QUICK, progress=False)
     new = tree(tmp_path) - before
-    book = {out.parent, out, out.parent / "reports"}
-    assert {p for p in new if p.parent != out.parent / "reports"} <= book, sorted(new)
+    files = Files.of(out, tmp_path / "book" / "reports")
+    book = {out.parent, out, files.reports, files.code, files.manifest, files.journal, files.similarity,
+            files.classreport}
     rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    code = {files.code / r["student"] for r in rows} | {files.code / r["student"] / f"{m}.py" for r in rows
+                                                        for m in MODULES}  # the code that was graded
+    assert {p for p in new if p.parent != files.reports} <= book | code, sorted(new)
     assert len({r["student"] for r in rows}) == len(rows), "two rows share a name"
     assert sorted(p.name for p in (tmp_path / "book" / "reports").iterdir()) == sorted(f"{r['student']}.json" for r in rows)
     return {r["student"]: r for r in rows}

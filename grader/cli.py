@@ -300,6 +300,22 @@ def release_student(out: Path, key_file: Path | None, new_key: bool) -> None:
                f"ATTNLAB_SEAL_KEY, with which the Classroom workflow opens the hidden cases.")
 
 
+@release.command("regrade")
+@click.argument("out", type=click.Path(path_type=Path, file_okay=False))
+def release_regrade(out: Path) -> None:
+    """The class regrade over an engine: a GitHub Actions workflow, a Slurm job array, a Kubernetes Indexed Job."""
+    from grader.verbs import engines as verb
+
+    try:
+        paths = verb.write(out)
+    except FileExistsError as e:
+        raise click.BadParameter(f"{e.filename or e} exists already; move it away or write to another folder",
+                                 param_hint="OUT") from None
+    for path in paths:
+        click.echo(f"wrote {path}")
+    click.echo("See docs/regrade.md: the secrets to set, the number of shards, rerunning a failed shard.")
+
+
 @release.command("gradescope")
 @click.argument("out", type=click.Path(path_type=Path))
 def release_gradescope(out: Path) -> None:

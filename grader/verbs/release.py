@@ -26,7 +26,8 @@ from grader.runner import layout
 
 # never copied into a student release (the sealed lab modules travel inside grader/sealed.bin)
 _PRIVATE = ("reference/", "tests/", ".ci/", "bench/", "docs/", ".github/workflows/ci.yml", "grader/cases/test_",
-            "grader/cases/util.py", "README.md", *(f"grader/lab/{name}.py" for name in lab.SEALED))
+            "grader/cases/util.py", "README.md", *(f"grader/lab/{name}.py" for name in lab.SEALED),
+            "grader/templates/regrade/")  # the class regrade's engines (grade release regrade): instructors only
 
 
 def tracked_files() -> list[str]:

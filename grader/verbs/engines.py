@@ -1,0 +1,65 @@
+"""`grade release regrade OUT`: the files that run the class regrade on a machine other than this one.
+
+Three engines, one split: each runs `grade batch --shard K/N` on part K of the class, side by side, then
+`grade batch merge` on the parts (docs/regrade.md):
+
+- OUT/.github/workflows/regrade.yml: GitHub Actions, in the instructor's grading repository (clone, a matrix of
+  shards, merge);
+- OUT/slurm/: a Slurm job array (regrade.sbatch), its merge (merge.sbatch) and submit.sh, which submits both;
+- OUT/kubernetes/: an Indexed Job (regrade-job.yaml), its merge (merge-job.yaml), the shared volume
+  (volume.yaml) and the grader's image (Dockerfile), as examples to adapt.
+
+The templates are instructor-only (grader/templates/regrade/ stays out of a student release: release._PRIVATE).
+"""
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from importlib import resources
+from pathlib import Path
+
+# template (under grader/templates/regrade/) -> where it goes under OUT
+FILES: dict[str, str] = {
+    "regrade.yml": ".github/workflows/regrade.yml",
+    "slurm/regrade.sbatch": "slurm/regrade.sbatch",
+    "slurm/merge.sbatch": "slurm/merge.sbatch",
+    "slurm/submit.sh": "slurm/submit.sh",
+    "kubernetes/regrade-job.yaml": "kubernetes/regrade-job.yaml",
+    "kubernetes/merge-job.yaml": "kubernetes/merge-job.yaml",
+    "kubernetes/volume.yaml": "kubernetes/volume.yaml",
+    "kubernetes/Dockerfile": "kubernetes/Dockerfile",
+}
+EXECUTABLE = {"slurm/regrade.sbatch", "slurm/merge.sbatch", "slurm/submit.sh"}
+
+
+def templates() -> Path:
+    """The folder that holds the templates; FileNotFoundError in a checkout without them (a student release)."""
+    folder = Path(str(resources.files("grader") / "templates" / "regrade"))
+    missing = [name for name in FILES if not (folder / name).is_file()]
+    if missing:
+        raise FileNotFoundError(f"the regrade templates are not in this checkout ({folder / missing[0]}): "
+                                "`grade release regrade` runs in the instructor's repository")
+    return folder
+
+
+def write(out: Path) -> list[Path]:
+    """Copy every engine's files into `out` (made where missing); returns the paths written, in FILES' order.
+
+    Nothing is overwritten: where any of the files is already there (or a link, even a dangling one), nothing at
+    all is written and FileExistsError names the first such path (its `filename`).
+    """
+    source = templates()
+    targets = {name: out / rel for name, rel in FILES.items()}
+    for dest in targets.values():
+        if os.path.lexists(dest):
+            raise FileExistsError(errno.EEXIST, "already there; nothing was written", str(dest))
+    written: list[Path] = []
+    for name, dest in targets.items():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with open(source / name, "rb") as src, open(dest, "xb") as dst:  # "x": never through a file made meanwhile
+            shutil.copyfileobj(src, dst)
+        if name in EXECUTABLE:
+            os.chmod(dest, 0o755)
+        written.append(dest)
+    return written

@@ -1,0 +1,630 @@
+"""The class regrade's engines (grader/templates/regrade, written by `grade release regrade OUT`): the GitHub
+Actions workflow, the Slurm job array and the Kubernetes Indexed Job each split the class with
+`grade batch --shard K/N` and join it with `grade batch merge`.
+
+The workflow is linted (GitHub's schema, zizmor), and its step scripts run here with bash as a runner would run
+them, on a class of local git repositories, with a stand-in `gh` (tests/regrade/fakegh/gh) on PATH; the Slurm
+scripts run through a stand-in `sbatch` (fakegh/sbatch) that runs each array task at once; the Kubernetes
+container command runs once per JOB_COMPLETION_INDEX. The end-to-end runs grade with --quick (the workflow's
+`quick` input, GRADE_OPTS elsewhere): the pipeline is the subject, not the training cases.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from grader import REFERENCE, ROOT
+from grader.regrade.shard import assign
+from grader.verbs import engines, release
+
+yaml = pytest.importorskip("yaml")
+
+TEMPLATES = ROOT / "grader" / "templates" / "regrade"
+WORKFLOW = TEMPLATES / "regrade.yml"
+BIN = Path(sys.executable).parent  # the venv's grade, python, zizmor and check-jsonschema
+FAKES = Path(__file__).parent / "fakegh"
+ZIZMOR_CONFIG = Path(__file__).parent / "zizmor.yml"
+STUB = ROOT / "exercises"
+
+ASSIGNMENT, SLUG = "424242", "attention-lab"
+DEADLINE = "2026-12-01T23:59:00-05:00"
+ON_TIME, LATE = "2026-11-30T12:00:00-05:00", "2026-12-02T09:00:00-05:00"
+SECRETS = {"CLASSROOM_TOKEN": "not-a-real-token", "ATTNLAB_SEED": "class-seed-2026"}
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+
+
+def workflow() -> dict:
+    return yaml.safe_load(WORKFLOW.read_text())
+
+
+def base_env(home: Path) -> dict[str, str]:
+    """A clean environment, as a fresh runner or cluster node has: the stand-ins first on PATH, then the venv."""
+    home.mkdir(parents=True, exist_ok=True)
+    return {"PATH": os.pathsep.join([str(FAKES), str(BIN), os.environ.get("PATH", "/usr/bin:/bin")]),
+            "HOME": str(home), "LANG": "C.UTF-8", "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+# --- the class: four student repositories, dated commits --------------------------------------------------
+
+def commit(repo: Path, when: str, files: dict[str, Path]) -> None:
+    """Commit `files` (repository path -> file to copy) at `when`, the time the student's machine stamps."""
+    for name, source in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, repo / name)
+    env = {**os.environ, "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when, "GIT_AUTHOR_NAME": "student",
+           "GIT_AUTHOR_EMAIL": "student@example.com", "GIT_COMMITTER_NAME": "student",
+           "GIT_COMMITTER_EMAIL": "student@example.com", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    steps = [["add", "-A"], ["commit", "-q", "-m", when]]
+    for args in ([["init", "-q", "-b", "main"]] if not (repo / ".git").exists() else []) + steps:
+        subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+
+
+def lab(source: Path, **swap: Path) -> dict[str, Path]:
+    """The lab's six files from `source`, with some pieces' files swapped: {"exercises/x.py": path}."""
+    files = {f"exercises/{p.name}": p for p in sorted(source.glob("*.py")) if p.name != "__init__.py"}
+    files.update({f"exercises/{piece}.py": path for piece, path in swap.items()})
+    return files
+
+
+@dataclass
+class Klass:
+    """The class on "GitHub": one repository each, in `repos`, as gh classroom clone would find them."""
+    repos: Path
+    students: list[str] = field(default_factory=list)
+    templates: Path | None = None  # the template repository the assignment was made from, in templates/NAME
+
+    def clone(self, into: Path) -> Path:
+        """What `gh classroom clone student-repos` writes: <slug>-submissions/<repository>/, history kept."""
+        folder = into / f"{SLUG}-submissions"
+        folder.mkdir(parents=True)
+        for name in self.students:
+            subprocess.run(["git", "clone", "-q", str(self.repos / name), str(folder / name)], check=True)
+        return folder
+
+
+@pytest.fixture(scope="module")
+def klass(tmp_path_factory) -> Klass:
+    """alice: the reference, on time. bob: the reference on time, then a stub context after the deadline (the
+    deadline keeps his marks). carol: her context still the stub at the deadline, and a file added under
+    grader/ (a protected path: the release_files column flags it). dave: nothing but the stubs. The template
+    repository holds the stubs."""
+    repos = tmp_path_factory.mktemp("github")
+    k = Klass(repos, [f"{SLUG}-{name}" for name in ("alice", "bob", "carol", "dave")], repos.parent / "templates")
+    commit(repos / k.students[0], ON_TIME, lab(REFERENCE))
+    commit(repos / k.students[1], ON_TIME, lab(REFERENCE))
+    commit(repos / k.students[1], LATE, lab(REFERENCE, context=STUB / "context.py"))
+    commit(repos / k.students[2], ON_TIME, {**lab(REFERENCE, context=STUB / "context.py"),
+                                           "grader/extra.py": STUB / "__init__.py"})
+    commit(repos / k.students[3], ON_TIME, lab(STUB))
+    commit(k.templates / f"{SLUG}-template", "2026-11-01T09:00:00-05:00", lab(STUB))
+    return k
+
+
+def rows(gradebook: Path) -> dict[str, dict]:
+    with open(gradebook, newline="", encoding="utf-8") as f:
+        found = list(csv.DictReader(f))
+    names = [r["student"] for r in found]
+    assert len(names) == len(set(names)), f"a student twice: {names}"
+    return {r["student"]: r for r in found}
+
+
+def check_class_gradebook(gradebook: Path, klass: Klass) -> dict[str, dict]:
+    """Every student once; graded at the deadline (bob's late break not graded), with --quick."""
+    book = rows(gradebook)
+    assert sorted(book) == sorted(klass.students)
+    alice, bob, carol, dave = (book[s] for s in klass.students)
+    assert int(alice["total"]) == int(alice["max_score"]) > 0
+    assert int(bob["total"]) == int(bob["max_score"]), bob  # his commit after the deadline is not graded
+    assert int(carol["context"]) == 0 and 0 < int(carol["total"]) < int(carol["max_score"])
+    assert int(dave["total"]) == 0
+    assert {r["mode"] for r in book.values()} == {"quick"}
+    return book
+
+
+def shards_of(klass: Klass, n: int) -> dict[int, list[str]]:
+    parts = assign(klass.students, n)
+    return {k: sorted(s for s, p in parts.items() if p == k) for k in range(1, n + 1)}
+
+
+# --- a stand-in for the Actions runner: each step's `run` with bash, its `uses` emulated ------------------
+
+EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+INSTALL = re.compile(r"^python -I -m pip install .+$")
+
+
+@dataclass
+class Job:
+    result: str
+    outputs: dict[str, str]
+    steps: dict[str, dict[str, str]]
+    log: str
+    summary: str
+
+
+class Runner:
+    """Runs regrade.yml's jobs here, one at a time, as GitHub would: each on a fresh RUNNER_TEMP and workspace
+    (at the same paths every time), each step's script with GitHub's `bash --noprofile --norc -eo pipefail`,
+    its env: expanded from the contexts it names (an unknown one fails the test), its outputs read from
+    GITHUB_OUTPUT; artifacts are kept between jobs. The install steps (pip alone) are skipped: this venv is
+    the install; a checkout makes the job run in this repository (which has reference/, as the grading
+    repository has)."""
+
+    def __init__(self, tmp: Path, inputs: dict, secrets: dict[str, str]) -> None:
+        self.tmp, self.inputs, self.secrets = tmp, inputs, secrets
+        self.wf = workflow()
+        self.artifacts: dict[str, Path] = {}
+
+    def expand(self, text, ctx: dict) -> str:
+        if isinstance(text, bool):  # YAML's true in a with: or env: block reaches the action as "true"
+            return str(text).lower()
+
+        def one(m: re.Match) -> str:
+            value = ctx
+            for part in m.group(1).split("."):
+                if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", part):
+                    raise AssertionError(f"the stand-in runner evaluates context paths only, not {m.group(1)!r}")
+                if part not in value:
+                    if value is ctx:
+                        raise AssertionError(f"unknown context in {text!r}")
+                    value = ""
+                    break
+                value = value[part]
+            return str(value).lower() if isinstance(value, bool) else str(value)
+
+        return EXPR.sub(one, str(text))
+
+    def job(self, name: str, matrix: dict | None = None, needs: dict[str, Job] | None = None,
+            extra_env: dict[str, str] | None = None) -> Job:
+        spec = self.wf["jobs"][name]
+        machine = self.tmp / "runner"  # a fresh machine, at the same paths as every job's (as GitHub's are)
+        shutil.rmtree(machine, ignore_errors=True)
+        temp, workspace = machine / "temp", machine / "workspace"
+        temp.mkdir(parents=True), workspace.mkdir()
+        ctx = {"inputs": self.inputs, "secrets": self.secrets, "matrix": matrix or {}, "steps": {},
+               "needs": {n: {"result": j.result, "outputs": j.outputs} for n, j in (needs or {}).items()},
+               "runner": {"temp": str(temp)}, "github": {"workflow": self.wf["name"], "workspace": str(workspace)}}
+        cwd, log, result, summary = workspace, [], "success", temp / "summary.md"
+        summary.touch()
+        for i, step in enumerate(spec["steps"]):
+            assert "if" not in step, "the stand-in runner runs every step in order"
+            with_ = {k: self.expand(v, ctx) for k, v in step.get("with", {}).items()}
+            if "uses" in step:
+                cwd = self.uses(step["uses"], with_, cwd)
+                continue
+            script = step["run"]
+            assert "${{" not in script, f"an expression inside a script: {step.get('name')}"
+            if "pip install" in script:
+                assert all(INSTALL.match(line) for line in script.strip().splitlines()), \
+                    f"an install step that does more than install: {script}"
+                continue
+            out = temp / f"output-{i}"
+            out.touch()
+            env = {**base_env(machine / "home"), **(extra_env or {}),
+                   **{k: self.expand(v, ctx) for k, v in step.get("env", {}).items()},
+                   "RUNNER_TEMP": str(temp), "GITHUB_OUTPUT": str(out), "GITHUB_STEP_SUMMARY": str(summary),
+                   "GITHUB_WORKSPACE": str(workspace), "CI": "true", "GITHUB_ACTIONS": "true"}
+            (temp / f"step-{i}.sh").write_text(script)
+            done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(temp / f"step-{i}.sh")],
+                                  cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+            log.append(f"## {step.get('name')} (exit {done.returncode})\n{done.stdout}{done.stderr}")
+            if "id" in step:
+                ctx["steps"][step["id"]] = {"outputs": parse_outputs(out.read_text())}
+            if done.returncode != 0:
+                result = "failure"
+                break
+        outputs = {k: self.expand(v, ctx) for k, v in spec.get("outputs", {}).items()} if result == "success" else {}
+        return Job(result, outputs, ctx["steps"], "\n".join(log), summary.read_text())
+
+    def uses(self, action: str, with_: dict[str, str], cwd: Path) -> Path:
+        """checkout: the job now runs in this repository; setup-python: this venv; the artifact actions:
+        upload copies a file or folder in (refused where the name exists, unless overwrite), download copies
+        one artifact's files into path, or each matching one into path/NAME."""
+        name = action.split("@")[0]
+        if name == "actions/checkout":
+            assert with_.get("persist-credentials") == "false"
+            return ROOT
+        if name == "actions/setup-python":
+            return cwd
+        if name == "actions/upload-artifact":
+            source, dest = Path(with_["path"]), self.tmp / "artifacts" / with_["name"]
+            if not source.exists():
+                assert with_.get("if-no-files-found") != "error", f"nothing to upload at {source}"
+                return cwd
+            if with_["name"] in self.artifacts:
+                assert with_.get("overwrite") == "true", f"artifact {with_['name']} uploaded twice"
+                shutil.rmtree(dest)
+            if source.is_dir():
+                shutil.copytree(source, dest)
+            else:
+                dest.mkdir(parents=True)
+                shutil.copyfile(source, dest / source.name)
+            self.artifacts[with_["name"]] = dest
+            return cwd
+        if name == "actions/download-artifact":
+            path = Path(with_["path"])
+            if "name" in with_:
+                shutil.copytree(self.artifacts[with_["name"]], path, dirs_exist_ok=True)
+            else:
+                for art in sorted(self.artifacts):
+                    if re.fullmatch(with_["pattern"].replace("*", ".*"), art):
+                        shutil.copytree(self.artifacts[art], path / art)
+            return cwd
+        raise AssertionError(f"the workflow uses an action the stand-in does not know: {action}")
+
+
+def parse_outputs(text: str) -> dict[str, str]:
+    """GITHUB_OUTPUT's two forms: name=value and name<<DELIMITER ... DELIMITER."""
+    found, lines = {}, iter(text.splitlines())
+    for line in lines:
+        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
+            key, delim = line.split("<<", 1)
+            found[key] = "\n".join(iter(lambda: next(lines), delim))
+        elif "=" in line:
+            key, value = line.split("=", 1)
+            found[key] = value
+    return found
+
+
+def run_step(job: str, step_name: str, env: dict[str, str], cwd: Path) -> tuple[subprocess.CompletedProcess, dict]:
+    """One step's script alone, with `env` (its own env: block's names) and a GITHUB_OUTPUT; (run, outputs)."""
+    step = next(s for s in workflow()["jobs"][job]["steps"] if s.get("name") == step_name)
+    assert set(env) <= set(step.get("env", {})) | {"RUNNER_TEMP"}, "the test gives the step names it does not have"
+    out = cwd / "github-output"
+    out.write_text("")
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=cwd,
+                          env={**base_env(cwd / "home"), **env, "GITHUB_OUTPUT": str(out)},
+                          capture_output=True, text=True, timeout=120)
+    return done, parse_outputs(out.read_text())
+
+
+# --- the workflow: lint ------------------------------------------------------------------------------------
+
+def tool(name: str) -> Path:
+    path = BIN / name
+    if not path.exists():
+        pytest.skip(f"{name} is not installed in this venv (pip install -e '.[test]')")
+    return path
+
+
+def test_the_workflow_passes_the_github_workflow_schema():
+    done = subprocess.run([str(tool("check-jsonschema")), "--builtin-schema", "vendor.github-workflows", str(WORKFLOW)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_workflow_passes_zizmor_with_only_githubs_own_actions_pinned_by_tag():
+    config = yaml.safe_load(ZIZMOR_CONFIG.read_text())
+    policies = {"actions/*": "ref-pin", "*": "hash-pin"}
+    assert config == {"rules": {"unpinned-uses": {"config": {"policies": policies}}}}, \
+        "the zizmor config allows actions/* by tag and suppresses nothing else"
+    done = subprocess.run([str(tool("zizmor")), "--offline", "--config", str(ZIZMOR_CONFIG), "--format", "plain",
+                           str(WORKFLOW)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "No findings" in done.stdout + done.stderr
+    assert {use.split("@")[0].split("/")[0] for use in re.findall(r"uses: (\S+)", WORKFLOW.read_text())} == {"actions"}
+
+
+def test_no_script_holds_an_expression_and_the_workflow_keeps_its_guards():
+    wf = workflow()
+    assert wf["permissions"] == {"contents": "read"}
+    assert "group" in wf["concurrency"] and wf["concurrency"]["cancel-in-progress"] is False
+    assert set(wf["on"]) == {"workflow_dispatch"}
+    assert set(wf["on"]["workflow_dispatch"]["inputs"]) >= {"assignment", "deadline", "shards"}
+    for name, job in wf["jobs"].items():
+        assert isinstance(job.get("timeout-minutes"), int), name
+        assert "permissions" not in job, f"{name} widens the workflow's permissions"
+        for step in job["steps"]:
+            assert "${{" not in step.get("run", ""), f"{name}: {step.get('name')}: an expression in a script"
+            if step.get("uses", "").startswith("actions/checkout"):
+                assert step["with"]["persist-credentials"] is False
+    grade = wf["jobs"]["grade"]
+    assert grade["strategy"]["fail-fast"] is False
+    assert grade["strategy"]["matrix"]["shard"] == "${{ fromJSON(needs.clone.outputs.matrix) }}"
+    part = next(s for s in grade["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
+    assert part["uses"] == "actions/upload-artifact@v4" and part["with"]["overwrite"] is True
+    assert part["with"]["name"] == "part-${{ matrix.shard }}"
+    merge = wf["jobs"]["merge"]
+    assert "!cancelled()" in merge["if"] and "grade" in merge["needs"]
+    secrets_used = set(re.findall(r"secrets\.([A-Z_]+)", WORKFLOW.read_text()))
+    assert secrets_used == {"CLASSROOM_TOKEN", "ATTNLAB_SEED", "ATTNLAB_SEAL_KEY"}
+    # the class token reaches the gh steps only, the grading secrets the grading step only
+    for name, job in wf["jobs"].items():
+        for step in job["steps"]:
+            held = {v.split("secrets.")[1].rstrip(" }") for v in step.get("env", {}).values() if "secrets." in str(v)}
+            if held:
+                assert held <= ({"CLASSROOM_TOKEN"} if name == "clone" else {"ATTNLAB_SEED", "ATTNLAB_SEAL_KEY"}), \
+                    (name, step["name"], held)
+                assert name != "clone" or "gh " in step["run"]
+
+
+@pytest.mark.parametrize("shards, students, matrix", [
+    ("3", "", [1, 2, 3]), ("1", "", [1]), ("20", "", list(range(1, 21))), ("256", "", list(range(1, 257))),
+    ("007", "", list(range(1, 8))), ("3", "40", [1, 2, 3]), ("20", "4", [1, 2, 3, 4]),
+])
+def test_the_matrix_step_turns_the_shards_input_into_the_list_1_to_n(tmp_path, shards, students, matrix):
+    done, out = run_step("clone", "Split the class into shards", {"SHARDS": shards, "STUDENTS": students}, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out["matrix"]) == matrix and out["shards"] == str(len(matrix))
+
+
+@pytest.mark.parametrize("shards", ["0", "abc", "999", "257", "", "-1", "3 ", " 3", "1e2", "2/3", "3;id", "$(id)"])
+def test_the_matrix_step_refuses_a_shard_count_that_is_not_1_to_256(tmp_path, shards):
+    done, out = run_step("clone", "Split the class into shards", {"SHARDS": shards}, tmp_path)
+    assert done.returncode != 0 and "matrix" not in out
+    assert "::error title=Bad shards::" in done.stdout
+
+
+@pytest.mark.parametrize("inputs, ok", [
+    ({"ASSIGNMENT": "424242", "SHARDS": "20", "DEADLINE": "", "RELEASE": ""}, True),
+    ({"ASSIGNMENT": "424242", "SHARDS": "20", "DEADLINE": DEADLINE, "RELEASE": "school/attention-lab"}, True),
+    ({"ASSIGNMENT": "424242", "SHARDS": "20", "DEADLINE": "2026-12-02T04:59:00Z", "RELEASE": ""}, True),
+    ({"ASSIGNMENT": "424242", "SHARDS": "20", "DEADLINE": "2026-12-01T23:59:00", "RELEASE": ""}, False),  # no zone
+    ({"ASSIGNMENT": "424242", "SHARDS": "20", "DEADLINE": "tomorrow", "RELEASE": ""}, False),
+    ({"ASSIGNMENT": "12; rm -rf ~", "SHARDS": "20", "DEADLINE": "", "RELEASE": ""}, False),
+    ({"ASSIGNMENT": "424242", "SHARDS": "300", "DEADLINE": "", "RELEASE": ""}, False),
+    ({"ASSIGNMENT": "424242", "SHARDS": "20", "DEADLINE": "", "RELEASE": "-o/../x y"}, False),
+])
+def test_the_inputs_are_checked_before_anything_is_cloned(tmp_path, inputs, ok):
+    done, _ = run_step("clone", "Check the inputs", inputs, tmp_path)
+    assert (done.returncode == 0) is ok, done.stdout + done.stderr
+    assert ok or "::error title=Bad" in done.stdout
+
+
+def test_the_grading_step_refuses_a_student_release_without_its_seal_key(tmp_path):
+    """Where the repository has no reference/ and no key is set, grade would fall back to the public smoke
+    checks: the step stops first, saying why, and grades nothing."""
+    (tmp_path / "temp" / "class" / "students" / f"{SLUG}-submissions").mkdir(parents=True)
+    env = {"SHARD": "1", "SHARDS": "2", "DEADLINE": "", "QUICK": "false", "ATTNLAB_SEED": "", "ATTNLAB_SEAL_KEY": "",
+           "RUNNER_TEMP": str(tmp_path / "temp")}
+    done, _ = run_step("grade", "Grade this shard", env, tmp_path)  # tmp_path: a checkout without reference/
+    assert done.returncode == 1 and "::error title=No grading key::" in done.stdout
+    assert not (tmp_path / "temp" / "part").exists()
+
+
+@needs_git
+def test_a_repository_that_fails_to_clone_fails_the_clone_job_naming_it(tmp_path, klass):
+    """gh classroom clone exits 0 where a repository did not clone; the job reads its log and fails."""
+    runner = Runner(tmp_path, {"assignment": ASSIGNMENT, "deadline": "", "shards": "3", "release": "", "quick": True},
+                    SECRETS)
+    fake = {"FAKEGH_CLASS": str(klass.repos), "FAKEGH_SLUG": SLUG, "FAKEGH_ASSIGNMENT": ASSIGNMENT}
+    job = runner.job("clone", extra_env={**fake, "FAKEGH_FAIL": klass.students[2]})
+    assert job.result == "failure" and "class" not in runner.artifacts
+    assert job.log.count(f"::error title=Not cloned::error cloning classroom-org/{klass.students[2]}") == 1
+    no_token = Runner(tmp_path / "again", runner.inputs, {**SECRETS, "CLASSROOM_TOKEN": ""})
+    job = no_token.job("clone", extra_env=fake)
+    assert job.result == "failure" and "::error title=No token::" in job.log
+
+
+@pytest.mark.slow
+@needs_git
+def test_the_workflow_clones_grades_each_shard_and_merges_the_class_and_a_failed_shard_is_rerun(tmp_path, klass):
+    inputs = {"assignment": ASSIGNMENT, "deadline": DEADLINE, "shards": "3", "release": f"school/{SLUG}-template",
+              "quick": True}
+    runner = Runner(tmp_path, inputs, SECRETS)
+    fake = {"FAKEGH_CLASS": str(klass.repos), "FAKEGH_SLUG": SLUG, "FAKEGH_ASSIGNMENT": ASSIGNMENT,
+            "FAKEGH_REPOS": str(klass.templates), "FAKEGH_LOG": str(tmp_path / "gh.log")}
+    clone = runner.job("clone", extra_env=fake)
+    assert clone.result == "success", clone.log
+    assert clone.outputs == {"matrix": "[1,2,3]", "shards": "3", "students": "4"}
+    assert (tmp_path / "gh.log").read_text().splitlines()[:2] == [
+        "gh extension install github/gh-classroom --pin v0.1.17",
+        f"gh classroom clone student-repos -a {ASSIGNMENT} --verbose"]
+    assert (tmp_path / "gh.log").read_text().splitlines()[2].startswith(f"gh repo clone school/{SLUG}-template ")
+    graded = {}
+    for k in json.loads(clone.outputs["matrix"]):
+        graded[k] = runner.job("grade", matrix={"shard": k}, needs={"clone": clone})
+        assert graded[k].result == "success", graded[k].log
+        assert sorted(rows(runner.artifacts[f"part-{k}"] / "grades.csv")) == shards_of(klass, 3)[k]
+    assert "::warning title=Quick::" in graded[1].log
+    merge = runner.job("merge", needs={"clone": clone, "grade": Job("success", {}, {}, "", "")})
+    assert merge.result == "success", merge.log
+    book = check_class_gradebook(runner.artifacts["gradebook"] / "grades.csv", klass)
+    assert "after the deadline not graded" in book[klass.students[1]]["status"]  # bob's row says so
+    flagged = {s for s, r in book.items() if r["release_files"] != "unchanged"}
+    assert flagged == {klass.students[2]} and "grader/extra.py" in book[klass.students[2]]["release_files"]
+    for suffix in ("-reports", "-manifest.json", "-similarity.html", "-class.html"):
+        assert (runner.artifacts["gradebook"] / f"grades{suffix}").exists(), suffix
+    assert "students in the gradebook: 4" in merge.summary
+    first = (runner.artifacts["gradebook"] / "grades.csv").read_bytes()
+
+    # shard 2's job failed: no part-2; the merge still runs, fails, and names shard 2's students to rerun
+    shutil.rmtree(runner.artifacts.pop("part-2"))
+    failed = runner.job("merge", needs={"clone": clone, "grade": Job("failure", {}, {}, "", "")})
+    assert failed.result == "failure"
+    assert "the merge failed" in failed.summary and "grading jobs: failure" in failed.summary
+    for student in shards_of(klass, 3)[2]:
+        assert student in failed.summary and f"::error title=Merge::" in failed.log
+    # "Re-run failed jobs": shard 2 again (its upload overwrites), then the merge: the same gradebook
+    assert runner.job("grade", matrix={"shard": 2}, needs={"clone": clone}).result == "success"
+    again = runner.job("merge", needs={"clone": clone, "grade": Job("success", {}, {}, "", "")})
+    assert again.result == "success", again.log
+    assert (runner.artifacts["gradebook"] / "grades.csv").read_bytes() == first
+
+
+# --- Slurm ---------------------------------------------------------------------------------------------------
+
+SLURM = TEMPLATES / "slurm"
+
+
+def test_the_slurm_scripts_parse_and_agree_on_n_and_two_cores_a_task():
+    for script in SLURM.iterdir():
+        done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+        assert done.returncode == 0, (script.name, done.stderr)
+        assert script.read_text().startswith("#!/bin/bash\n") and os.access(script, os.X_OK), script.name
+    array = (SLURM / "regrade.sbatch").read_text()
+    n = re.search(r"^#SBATCH --array=1-(\d+)$", array, re.M)
+    assert n and f'SHARDS="${{SHARDS:-{n.group(1)}}}"' in array
+    assert re.search(r"^#SBATCH --cpus-per-task=2$", array, re.M)
+    assert '--shard "$K/$SHARDS"' in array and 'K="${SLURM_ARRAY_TASK_ID:?' in array
+    submit = (SLURM / "submit.sh").read_text()
+    assert "sbatch --parsable" in submit and '--dependency="afterany:$array"' in submit
+
+
+@pytest.mark.slow
+@needs_git
+def test_the_slurm_array_grades_the_class_and_a_failed_task_is_rerun_alone(tmp_path, klass):
+    engines.write(tmp_path / "engines")
+    class_dir = klass.clone(tmp_path / "cluster")
+    state = tmp_path / "slurm"
+    env = {**base_env(tmp_path / "home"), "FAKESBATCH_DIR": str(state), "FAKESBATCH_LOG": str(state / "log.jsonl"),
+           "LAB": str(ROOT), "PARTS": str(tmp_path / "parts"), "OUT": str(tmp_path / "out"), "DEADLINE": DEADLINE,
+           "GRADE_OPTS": "--quick", "ATTNLAB_SEED": SECRETS["ATTNLAB_SEED"]}
+    slurm = tmp_path / "engines" / "slurm"
+
+    def sbatch_log() -> list[dict]:
+        return [json.loads(line) for line in (state / "log.jsonl").read_text().splitlines()]
+
+    done = subprocess.run([str(slurm / "submit.sh"), str(class_dir), "2"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    array, merge = sbatch_log()
+    outputs = "".join(p.read_text() for p in sorted(state.glob("*.out")))
+    assert array["options"]["--array"] == "1-2" and array["codes"] == {"1": 0, "2": 0}, outputs
+    assert merge["options"]["--dependency"] == f"afterany:{array['job']}" and merge["codes"] == {"0": 0}, outputs
+    assert f"merge:  job {merge['job']}" in done.stdout
+    check_class_gradebook(tmp_path / "out" / "grades.csv", klass)
+    first = (tmp_path / "out" / "grades.csv").read_bytes()
+
+    # task 2 died: the merge names its students; `sbatch --array=2 regrade.sbatch` regrades that shard alone
+    shutil.rmtree(tmp_path / "parts" / "part-2")
+    env_again = {**env, "CLASS": str(class_dir), "SHARDS": "2"}
+    sbatch = [str(FAKES / "sbatch"), "--parsable"]
+    subprocess.run([*sbatch, str(slurm / "merge.sbatch")], cwd=tmp_path, env=env_again, check=True, capture_output=True)
+    refused = sbatch_log()[-1]
+    said = (state / f"job-{refused['job']}.out").read_text()
+    assert refused["codes"] != {"0": 0} and all(s in said for s in shards_of(klass, 2)[2]), said
+    subprocess.run([*sbatch, "--array=2", str(slurm / "regrade.sbatch")], cwd=tmp_path, env=env_again, check=True,
+                   capture_output=True)
+    rerun = sbatch_log()[-1]
+    assert rerun["codes"] == {"2": 0}, (state / f"job-{rerun['job']}_2.out").read_text()
+    subprocess.run([*sbatch, str(slurm / "merge.sbatch")], cwd=tmp_path, env=env_again, check=True, capture_output=True)
+    assert sbatch_log()[-1]["codes"] == {"0": 0}
+    assert (tmp_path / "out" / "grades.csv").read_bytes() == first
+
+
+def test_a_slurm_task_outside_1_to_shards_is_refused_before_grading(tmp_path):
+    env = {**base_env(tmp_path / "home"), "CLASS": str(tmp_path), "SHARDS": "2", "SLURM_ARRAY_TASK_ID": "3",
+           "LAB": str(ROOT), "PARTS": str(tmp_path / "parts")}
+    done = subprocess.run(["bash", str(SLURM / "regrade.sbatch")], env=env, capture_output=True, text=True)
+    assert done.returncode == 2 and "not one of the shards 1-2" in done.stderr
+    assert not (tmp_path / "parts").exists()
+
+
+# --- Kubernetes ------------------------------------------------------------------------------------------------
+
+K8S = TEMPLATES / "kubernetes"
+
+
+def k8s(name: str) -> list[dict]:
+    return list(yaml.safe_load_all((K8S / name).read_text()))
+
+
+def container_env(container: dict, secrets: dict[str, str]) -> dict[str, str]:
+    env = {}
+    for item in container["env"]:
+        if "value" in item:
+            env[item["name"]] = item["value"]
+        else:
+            ref = item["valueFrom"]["secretKeyRef"]
+            assert ref["optional"] is True
+            if ref["key"] in secrets:
+                env[item["name"]] = secrets[ref["key"]]
+    return env
+
+
+def test_the_kubernetes_job_is_indexed_retries_a_failed_index_alone_and_shares_one_volume():
+    (job,), (merge,) = k8s("regrade-job.yaml"), k8s("merge-job.yaml")
+    claim, loader = k8s("volume.yaml")
+    assert job["kind"] == "Job" and job["apiVersion"] == "batch/v1"
+    spec = job["spec"]
+    assert spec["completionMode"] == "Indexed"
+    assert spec["backoffLimitPerIndex"] >= 1 and "backoffLimit" not in spec
+    assert 1 <= spec["parallelism"] <= spec["completions"]
+    pod = spec["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    (grade,) = pod["containers"]
+    assert str(grade["resources"]["requests"]["cpu"]) == "2"
+    assert container_env(grade, {})["SHARDS"] == str(spec["completions"])
+    assert grade["command"] == ["bash", "-c"] and '--shard "auto/$SHARDS"' in grade["args"][0]
+    assert claim["kind"] == "PersistentVolumeClaim" and claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    for p in (pod, merge["spec"]["template"]["spec"], loader["spec"]):
+        assert [v["persistentVolumeClaim"]["claimName"] for v in p["volumes"]] == [claim["metadata"]["name"]]
+    assert merge["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    assert "grade batch merge" in merge["spec"]["template"]["spec"]["containers"][0]["args"][0]
+    for script in (grade["args"][0], merge["spec"]["template"]["spec"]["containers"][0]["args"][0]):
+        done = subprocess.run(["bash", "-n", "-c", script], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.slow
+@needs_git
+def test_the_kubernetes_pods_grade_the_class_by_completion_index_and_a_rerun_resumes(tmp_path, klass):
+    """Each pod's command, run here with the env Kubernetes gives it (JOB_COMPLETION_INDEX 0..N-1), then the
+    merge Job's; /lab is this repository, /data a folder. A second run of a finished index grades nobody again."""
+    (job,), (merge,) = k8s("regrade-job.yaml"), k8s("merge-job.yaml")
+    data = tmp_path / "data"
+    class_dir = klass.clone(data)
+    grade = job["spec"]["template"]["spec"]["containers"][0]
+    n = 2  # the instructor's edit: completions and SHARDS
+    env = {**base_env(tmp_path / "home"), **container_env(grade, {"seed": SECRETS["ATTNLAB_SEED"]}),
+           "SHARDS": str(n), "CLASS": str(class_dir), "PARTS": str(data / "parts"), "DEADLINE": DEADLINE,
+           "GRADE_OPTS": "--quick"}
+    assert env["ATTNLAB_SEED"] == SECRETS["ATTNLAB_SEED"]
+    for index in range(n):
+        pod = {**env, "JOB_COMPLETION_INDEX": str(index)}
+        done = subprocess.run([*grade["command"], *grade["args"]], cwd=ROOT, env=pod, capture_output=True, text=True,
+                              timeout=900)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert sorted(rows(data / "parts" / f"part-{index + 1}" / "grades.csv")) == shards_of(klass, n)[index + 1]
+    reports = {p: p.stat().st_mtime_ns for p in (data / "parts" / "part-1" / "grades-reports").iterdir()}
+    book = (data / "parts" / "part-1" / "grades.csv").read_bytes()
+    again = subprocess.run([*grade["command"], *grade["args"]], cwd=ROOT, env={**env, "JOB_COMPLETION_INDEX": "0"},
+                           capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stdout + again.stderr
+    # graded nobody again: every student kept their row, and their report was not written again
+    assert (data / "parts" / "part-1" / "grades.csv").read_bytes() == book
+    assert reports and {p: p.stat().st_mtime_ns for p in reports} == reports
+    merger = merge["spec"]["template"]["spec"]["containers"][0]
+    merge_env = {**base_env(tmp_path / "home"), **container_env(merger, {}), "PARTS": str(data / "parts"),
+                 "OUT": str(data / "out")}
+    done = subprocess.run([*merger["command"], *merger["args"]], cwd=ROOT, env=merge_env, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    check_class_gradebook(data / "out" / "grades.csv", klass)
+
+
+# --- grade release regrade OUT -------------------------------------------------------------------------------
+
+def test_write_copies_every_engine_and_overwrites_nothing(tmp_path):
+    written = engines.write(tmp_path / "out")
+    assert [p.relative_to(tmp_path / "out").as_posix() for p in written] == list(engines.FILES.values())
+    for name, rel in engines.FILES.items():
+        assert (tmp_path / "out" / rel).read_bytes() == (TEMPLATES / name).read_bytes()
+        assert os.access(tmp_path / "out" / rel, os.X_OK) is (name in engines.EXECUTABLE)
+    with pytest.raises(FileExistsError) as refused:
+        engines.write(tmp_path / "out")
+    assert refused.value.filename == str(tmp_path / "out" / ".github" / "workflows" / "regrade.yml")
+    other = tmp_path / "other"
+    (other / "slurm").mkdir(parents=True)
+    (other / "slurm" / "submit.sh").write_text("mine\n")
+    with pytest.raises(FileExistsError, match=re.escape(str(other / "slurm" / "submit.sh"))):
+        engines.write(other)
+    assert sorted(p.relative_to(other).as_posix() for p in other.rglob("*")) == ["slurm", "slurm/submit.sh"]
+    assert (other / "slurm" / "submit.sh").read_text() == "mine\n"
+
+
+def test_every_template_is_written_and_none_reaches_a_student_release():
+    on_disk = sorted(p.relative_to(TEMPLATES).as_posix() for p in TEMPLATES.rglob("*") if p.is_file())
+    assert on_disk == sorted(engines.FILES)
+    for name in engines.FILES:
+        assert f"grader/templates/regrade/{name}".startswith(release._PRIVATE), name

@@ -39,6 +39,7 @@ NOISE = 25  # copydetect's k: the shortest run of normalised characters that cou
 # fewer shared normalised characters than this score a piece 0: the encoder's obvious three lines (about 40) or
 # the one-line context are the same for anyone who writes them the natural way, and would flag half the class
 MIN_SHARED = 2 * NOISE
+PARALLEL_FROM = 200  # students from which the pieces are compared in processes side by side
 MAX_SHOWN = 100  # pairs whose code the page shows
 MAX_ROWS = 2000  # pairs its table lists (all are returned)
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
@@ -168,6 +169,25 @@ def _compare(texts: dict[str, str], stage: Path, cd: SimpleNamespace) -> tuple[l
     return students, scores
 
 
+def _compare_one(texts: dict[str, str], stage: str) -> tuple[list[str], np.ndarray]:
+    return _compare(texts, Path(stage), _copydetect())
+
+
+def _compare_all(written: dict[str, dict[str, str]], tmp: Path) -> list[tuple[list[str], np.ndarray]]:
+    """_compare for every piece: side by side in processes of their own for a large class (copydetect's loop
+    is pure Python, so threads would not help), one after another for a small one, where starting costs more."""
+    jobs = [(written[m], str(tmp / m)) for m in MODULES]
+    workers = min(len(jobs), os.cpu_count() or 1)
+    if workers < 2 or max(len(t) for t in written.values()) < PARALLEL_FROM:
+        return [_compare_one(*job) for job in jobs]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # spawned, not forked: the regrade's process has threads (its pools), and a fork copies their locks
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(_compare_one, *zip(*jobs)))
+
+
 def _highlight(texts: tuple[str, str], boilerplate: np.ndarray, cd: SimpleNamespace) -> tuple[str, str]:
     """The two files as escaped HTML with the runs they share marked, by the comparison the detector made."""
     prints = [cd.CodeFingerprint("piece.py", NOISE, 1, boilerplate, fp=io.StringIO(t)) for t in texts]
@@ -199,8 +219,7 @@ def report(code: Path, out: Path, *, stubs: Path | None = None, threshold: float
             (Path(tmp) / "stubs" / f"{module}.py").write_text(text, encoding="utf-8")
         # one detector per piece, not one with same_name_only: copydetect's loop and matrices are quadratic
         # in the files it holds (36 times the work and memory for six pieces in one)
-        for module in MODULES:
-            names, scores = _compare(written[module], Path(tmp) / module, cd)
+        for module, (names, scores) in zip(MODULES, _compare_all(written, Path(tmp))):
             rows = np.array([where[s] for s in names], dtype=int)
             best[np.ix_(rows, rows)] = np.maximum(best[np.ix_(rows, rows)], scores)
             per_piece[module] = ({s: i for i, s in enumerate(names)}, scores)

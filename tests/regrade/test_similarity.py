@@ -288,3 +288,10 @@ def test_without_copydetect_the_error_says_what_to_install(monkeypatch, tmp_path
     with pytest.raises(ImportError, match=re.escape('pip install -e ".[regrade]"')):
         similarity.report(tmp_path, tmp_path / "r.html")
     assert not (tmp_path / "r.html").exists()
+
+
+def test_a_large_class_compared_in_processes_side_by_side_gets_the_same_page(graded, tmp_path, monkeypatch):
+    code, _, pairs, _, page = graded
+    monkeypatch.setattr(similarity, "PARALLEL_FROM", 2)  # this small class takes the large class's path
+    again = similarity.report(code, tmp_path / "parallel.html")
+    assert again == pairs and (tmp_path / "parallel.html").read_text() == page

@@ -404,10 +404,15 @@ def class_reports(files: book.Files, rows: list[dict], progress: bool = True) ->
         pairs, note = similarity.report(files.code, files.similarity), ""
     except ImportError as e:
         pairs, note = None, str(e)
-    classreport.write(files.classreport, rows=rows, reports=files.reports, pieces=list(PIECES), pairs=pairs,
-                      similarity_note=note)
-    said = f"class report: {files.classreport}" + (f"; similarity: {files.similarity}" if pairs is not None
-                                                   else f"; no similarity report ({note})")
+    except Exception as e:  # noqa: BLE001 - the gradebook stands; the reports are its companions
+        pairs, note = None, f"it failed: {type(e).__name__}: {str(e)[:200]}"
+    try:
+        classreport.write(files.classreport, rows=rows, reports=files.reports, pieces=list(PIECES), pairs=pairs,
+                          similarity_note=note)
+        said = f"class report: {files.classreport}"
+    except Exception as e:  # noqa: BLE001 - as above
+        said = f"no class report (it failed: {type(e).__name__}: {str(e)[:200]})"
+    said += f"; similarity: {files.similarity}" if pairs is not None else f"; no similarity report ({note})"
     if progress:
         print(said, file=sys.stderr)
     return said

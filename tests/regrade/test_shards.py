@@ -199,3 +199,18 @@ def test_a_shard_that_died_is_rerun_alone_and_grades_only_the_students_it_had_le
     verb.main(submissions=[klass], out=out, reports=None, jobs=1, seed="8", progress=False, limits=quick,
               shard=sharding.Shard(1, 1))
     assert len(graded) == 5
+
+
+def test_a_class_report_that_fails_leaves_the_gradebook_standing_and_says_so(tmp_path, one_piece, monkeypatch):
+    from grader.regrade import classreport
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a report no check foresaw")
+
+    monkeypatch.setattr(classreport, "write", broken)
+    student = tmp_path / "ada"
+    shutil.copytree(REFERENCE, student)
+    result = CliRunner().invoke(cli, ["batch", str(student), "--quick", "-j", "1", "--out", str(tmp_path / "g.csv")])
+    assert result.exit_code == 0, result.output
+    assert "no class report (it failed: RuntimeError: a report no check foresaw)" in result.output
+    assert (tmp_path / "g.csv").read_text().count("\n") == 2  # the header and ada's row

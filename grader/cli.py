@@ -238,9 +238,13 @@ def batch_class(submissions: tuple[Path, ...], out: Path, reports: Path | None, 
     missing = [str(p) for p in submissions if not os.path.lexists(p)]  # a dangling link is a student's error row
     if missing:
         raise click.BadParameter(f"not found: {', '.join(missing)}", param_hint="SUBMISSIONS")
-    graded, bad = verb.main(submissions=list(submissions), out=out, reports=reports, jobs=jobs or verb.default_jobs(),
-                            seed=resolve_seed(seed), release=release, shard=shard_spec, before=deadline,
-                            limits=Limits(case_timeout, piece_timeout, memory_gb, quick))
+    try:
+        graded, bad = verb.main(submissions=list(submissions), out=out, reports=reports,
+                                jobs=jobs or verb.default_jobs(), seed=resolve_seed(seed), release=release,
+                                shard=shard_spec, before=deadline, limits=Limits(case_timeout, piece_timeout,
+                                                                                 memory_gb, quick))
+    except verb.ReportsFolder as e:
+        raise click.BadParameter(str(e), param_hint="--reports") from None
     part = f"shard {shard_spec}: " if shard_spec else ""
     click.echo(f"{part}graded {graded} submission(s), {bad} unreadable; gradebook: {out}")
 

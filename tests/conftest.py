@@ -33,7 +33,7 @@ SLOW_FILES = {
     "release/test_notebook.py", "release/test_student_release.py", "release/test_gradescope.py",
     "platforms/test_platforms.py", "fairness/test_ports.py",
     *(f"redteam/{name}" for name in (
-        "test_channels.py", "test_files.py", "test_forgery.py", "test_frames.py", "test_gradescope.py",
+        "test_channels.py", "test_class_regrade.py", "test_files.py", "test_forgery.py", "test_frames.py", "test_gradescope.py",
         "test_introspection.py", "test_loops.py", "test_nofork.py", "test_oracles.py", "test_output.py",
         "test_processes.py", "test_reference_output.py", "test_regrade.py", "test_release_answers.py",
         "test_resources.py", "test_schedule.py", "test_secrets.py", "test_threads.py", "test_training.py")),

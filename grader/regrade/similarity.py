@@ -188,9 +188,9 @@ def _compare_all(written: dict[str, dict[str, str]], tmp: Path) -> list[tuple[li
         return list(pool.map(_compare_one, *zip(*jobs)))
 
 
-def _highlight(texts: tuple[str, str], boilerplate: np.ndarray, cd: SimpleNamespace) -> tuple[str, str]:
-    """The two files as escaped HTML with the runs they share marked, by the comparison the detector made."""
-    prints = [cd.CodeFingerprint("piece.py", NOISE, 1, boilerplate, fp=io.StringIO(t)) for t in texts]
+def _highlight(texts: tuple[str, str], prints: tuple, cd: SimpleNamespace) -> tuple[str, str]:
+    """The two files as escaped HTML with the runs they share marked, by the comparison the detector made
+    (`prints`: their fingerprints, window 1, the stubs as boilerplate)."""
     _, _, slices = cd.compare_files(*prints)
     out = []
     for text, part, colour in zip(texts, slices, ("red", "green")):
@@ -235,8 +235,19 @@ def report(code: Path, out: Path, *, stubs: Path | None = None, threshold: float
     boilerplate = np.unique(np.array([h for t in stub_text.values()
                                       for h in cd.CodeFingerprint("stub.py", NOISE, 1, fp=io.StringIO(t)).hashes],
                                      dtype=np.int64))
-    shown = [{m: _highlight((written[m][p["a"]], written[m][p["b"]]), boilerplate, cd)
-              for m, s in p["pieces"].items() if s >= threshold and s > 0} for p in pairs[:MAX_SHOWN]]
+    # each file fingerprinted once a piece however many shown pairs hold it: a file padded to MAX_BYTES takes a
+    # second or more to tokenize, and a few such files copied from one another would be tokenized once a pair
+    shown: list[dict] = [{} for _ in pairs[:MAX_SHOWN]]
+    for m in MODULES:
+        prints: dict[str, object] = {}
+        for p, marked in zip(pairs, shown):
+            if m in p["pieces"] and p["pieces"][m] >= threshold and p["pieces"][m] > 0:
+                for who in (p["a"], p["b"]):
+                    if who not in prints:
+                        prints[who] = cd.CodeFingerprint("piece.py", NOISE, 1, boilerplate,
+                                                         fp=io.StringIO(written[m][who]))
+                marked[m] = _highlight((written[m][p["a"]], written[m][p["b"]]), (prints[p["a"]], prints[p["b"]]),
+                                       cd)
     page = _page(pairs, shown, pieces, len(students), notes, threshold, cd.version)
     Path(out).write_text(page, encoding="utf-8")
     return pairs

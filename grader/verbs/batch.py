@@ -42,6 +42,10 @@ from grader.runner.launch import Zygote
 from grader.runner.results import Limits
 
 BadSubmission = Refused  # the name callers and tests know
+
+
+class ReportsFolder(ValueError):
+    """A --reports folder where the students' reports would meet the gradebook's own files."""
 EXERCISES = "exercises"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _WINDOWS_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)), *(f"LPT{i}" for i in range(10))}
@@ -203,6 +207,15 @@ class Student:
         return {"commit": c.sha, "committed": c.time, "late": c.late} if c else {}
 
 
+def remove(path: Path) -> None:
+    """rmtree, ignoring errors, and a tree too deep for its recursion too (one student's cleanup never stops the
+    batch; deadline.py refuses checkouts that deep, this is the second guard)."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except RecursionError:
+        pass
+
+
 def keep_code(staged: Path, into: Path) -> None:
     """The lab files that are graded, kept beside the gradebook for the similarity report."""
     shutil.rmtree(into, ignore_errors=True)
@@ -225,6 +238,11 @@ def main(
     `pieces.run_order`, and then every student's training cases, any beside any other (see check.Grading).
     """
     files = book.Files.of(out, reports)
+    taken = {files.csv.parent.resolve(), files.code.resolve()}
+    if files.reports.resolve() in taken:  # a student named grades-manifest would write over the manifest
+        raise ReportsFolder(f"--reports {files.reports} is the gradebook's own folder: its students' reports "
+                         f"would meet its manifest and journal there; give a folder of their own, e.g. "
+                         f"{files.csv.with_name(files.csv.stem + '-reports')}")
     files.reports.mkdir(parents=True, exist_ok=True)
     files.code.mkdir(parents=True, exist_ok=True)
     dropped = drop_page_cache()
@@ -325,13 +343,13 @@ def main(
                     add(kept, s.inputs)  # graded before with these very inputs: the same row again
                     with lock:
                         resumed[0] += 1
-                    shutil.rmtree(s.into, ignore_errors=True)
+                    remove(s.into)
                     return
                 s.job = Grading(submission=staged, pieces=list(PIECES), seed=seed, limits=limits)
             except Exception as e:  # noqa: BLE001 - one unreadable submission is one error row
                 add(error(s, e))
-                shutil.rmtree(s.into, ignore_errors=True)
-                shutil.rmtree(files.code / s.name, ignore_errors=True)  # nothing of theirs was graded
+                remove(s.into)
+                remove(files.code / s.name)  # nothing of theirs was graded
                 return
             with lock:
                 live[path] = s
@@ -347,7 +365,7 @@ def main(
             except Exception as e2:  # noqa: BLE001 - still just this student's row
                 line = error(s, e2)
             add(line, inputs)
-            shutil.rmtree(s.into, ignore_errors=True)
+            remove(s.into)
 
         def attempt(path: Path, step: str, piece: str) -> None:
             """live[path]'s run_units or run_training of `piece`, unless that student already failed; a failure is

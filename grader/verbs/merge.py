@@ -84,7 +84,10 @@ def check(manifests: dict[Path, dict]) -> list[str]:
             problems.append(f"shard {k}/{n} is given twice: {given[k]} and {path}")
             continue
         given[k] = path
-        for name in m["students"]:
+        for name, entry in m["students"].items():
+            row = entry.get("row") if isinstance(entry, dict) else None
+            if not isinstance(row, dict) or row.get("student") != name:  # a row is merged under its own name only
+                problems.append(f"{path} holds a row for {name} that is not {name}'s: rerun shard {k}/{n}")
             if name in seen:
                 problems.append(f"student {name} is in two shards: {seen[name]} and {path}")
             elif parts.get(name) != k:

@@ -128,12 +128,16 @@ class Gradebook:
 
 # --- what a run was -------------------------------------------------------------------------------
 
-def _tree_digest(paths: list[tuple[str, Path]]) -> str:
-    h = hashlib.sha256()
+def _hash_files(h, paths: list[tuple[str, Path]]):
+    """`h` updated with each (name, file) in order of name: its name, size and bytes."""
     for name, path in sorted(paths):
         h.update(f"{name}\0{path.stat().st_size}\0".encode())
         h.update(path.read_bytes())
-    return h.hexdigest()
+    return h
+
+
+def _tree_digest(paths: list[tuple[str, Path]]) -> str:
+    return _hash_files(hashlib.sha256(), paths).hexdigest()
 
 
 def grader_digest() -> str:
@@ -177,10 +181,8 @@ def settings(*, seed: str, quick: bool, limits: dict, before: str | None, releas
 
 def inputs_digest(setting: dict, folder: Path, extra: list[str]) -> str:
     """One student's inputs: the settings, every file staged for grading and what was said of them."""
-    h = hashlib.sha256(json.dumps(setting, sort_keys=True).encode())
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
-        h.update(f"{path.relative_to(folder).as_posix()}\0{path.stat().st_size}\0".encode())
-        h.update(path.read_bytes())
+    h = _hash_files(hashlib.sha256(json.dumps(setting, sort_keys=True).encode()),
+                    [(p.relative_to(folder).as_posix(), p) for p in folder.rglob("*") if p.is_file() and not p.is_symlink()])
     for note in extra:
         h.update(f"\0{note}".encode())
     return h.hexdigest()

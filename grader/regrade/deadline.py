@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from grader.verbs.intake import Refused, is_link
+from grader.verbs.intake import READ_FLAGS, Refused, is_link
 
 GIT_SECONDS = 120  # one repository's clone and checkout
 # a lab repository's .git is a few MB and its checkout less: these are far above any honest one (GitHub takes
@@ -35,7 +35,8 @@ MAX_CHECKOUT_FILES = 20_000  # files it writes (release_files walks 20 000 entri
 MAX_CHECKOUT_DEPTH = 100  # folders inside folders (or a ref's name): Python's recursive rmtree fails near 1000
 READ = ("HEAD", "packed-refs", "shallow", "refs", "objects")  # what a clone reads of its source
 ELSEWHERE = ("commondir", "objects/info/alternates", "objects/info/http-alternates")  # git reads on from there
-_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+# no configuration of any repository can name a hook, and git reads any owner's copy (ours, made by us)
+GIT = ["git", "-c", "safe.directory=*", "-c", "core.hooksPath=/dev/null"]
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def _copy_git(git_dir: Path, into: Path) -> Path:
             if not stat.S_ISREG(info.st_mode):  # a link (into another repository), a FIFO (git would block)
                 raise Refused(f".git/{rel} is a symbolic link or not a regular file: git reads only plain files "
                               "of the repository's own")
-            fd = os.open(src, _FLAGS)
+            fd = os.open(src, READ_FLAGS)
         except OSError as e:
             raise Refused(f".git/{rel} cannot be read ({e.strerror})") from None
         with os.fdopen(fd, "rb") as f, open(dst, "wb") as out:
@@ -115,7 +116,7 @@ def _count_tree(sha: str, env: dict[str, str], clone: Path) -> None:
     """Refuse the commit if checking it out would write more than MAX_CHECKOUT_FILES files or MAX_CHECKOUT_BYTES,
     or folders MAX_CHECKOUT_DEPTH deep, counted from the tree's listing (read as it comes, stopped at the cap)
     before anything is written."""
-    proc = subprocess.Popen(["git", "-c", "safe.directory=*", "ls-tree", "-r", "-l", "-z", "--full-tree", sha],
+    proc = subprocess.Popen([*GIT, "ls-tree", "-r", "-l", "-z", "--full-tree", sha],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env,
                             cwd=clone)
     timer = threading.Timer(GIT_SECONDS, proc.kill)
@@ -148,7 +149,7 @@ def _count_tree(sha: str, env: dict[str, str], clone: Path) -> None:
 
 def _git(args: list[str], env: dict[str, str], cwd: Path) -> str:
     try:
-        done = subprocess.run(["git", "-c", "safe.directory=*", "-c", "core.hooksPath=/dev/null", *args],
+        done = subprocess.run([*GIT, *args],
                               capture_output=True, text=True, env=env, cwd=cwd, timeout=GIT_SECONDS,
                               stdin=subprocess.DEVNULL, check=False)
     except FileNotFoundError:

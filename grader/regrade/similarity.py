@@ -33,6 +33,7 @@ import numpy as np
 
 from grader import EXERCISES, REFERENCE
 from grader.pieces import MODULES, PIECES
+from grader.verbs.intake import READ_FLAGS
 
 MAX_BYTES = 256 * 1024  # a lab file is a few KB; more is padding meant to slow the report or bloat the page
 NOISE = 25  # copydetect's k: the shortest run of normalised characters that counts as shared
@@ -44,7 +45,6 @@ MAX_SHOWN = 100  # pairs whose code the page shows
 MAX_ROWS = 2000  # pairs its table lists (all are returned)
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
 _OURS = re.compile(r"<span class='highlight-(?:red|green)'>|</span>")  # the only markup copydetect adds
-_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)  # no FIFO can stall a read
 
 
 class CopydetectMissing(ImportError):
@@ -66,7 +66,7 @@ def _copydetect() -> SimpleNamespace:
 def _read(folder: int, name: str) -> tuple[str | None, str | None]:
     """(text, note) of `name` in the open folder; text is None when it is absent or skipped (note says why)."""
     try:
-        fd = os.open(name, _FLAGS, dir_fd=folder)
+        fd = os.open(name, READ_FLAGS, dir_fd=folder)
     except FileNotFoundError:
         return None, None
     except OSError as exc:

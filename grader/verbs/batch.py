@@ -260,10 +260,9 @@ def main(
         limits={"case_timeout": limits.case_timeout, "piece_timeout": limits.piece_timeout, "memory_gb": limits.memory_gb},
         release=hashlib.sha256(json.dumps(digests, sort_keys=True).encode()).hexdigest() if digests else None,
         pieces=list(PIECES))
-    where = {"shard": [shard.k, shard.n] if shard else None, "class": class_digest(everyone)}
-    journal = book.Journal(files.journal, {**where, **setting})
-    manifest = dict(shard=(shard.k, shard.n) if shard else None, names=everyone, class_digest=where["class"],
-                    setting=setting)
+    part_of, klass = [shard.k, shard.n] if shard else None, class_digest(everyone)
+    journal = book.Journal(files.journal, {"shard": part_of, "class": klass, **setting})
+    manifest = dict(shard=part_of, names=everyone, class_digest=klass, setting=setting)
     book.write_manifest(files, rows=None, finished=False, **manifest)
     gradebook = book.Gradebook(files, limits.quick, list(PIECES), journal)
     local = threading.local()

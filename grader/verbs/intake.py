@@ -31,6 +31,8 @@ MAX_UNPACKED = 24 << 20  # bytes unpacked from one zip: one folder's lab files
 MEMORY = 512 << 20  # the parsing child's address space: it starts at about 40 MB; a 16 MB notebook needs ~200
 SECONDS = 30  # the parsing child's wall-clock (and CPU) time
 _REPARSE_POINT = 0x400  # Windows: a junction or symlink
+# an untrusted file is opened never through a link, and without blocking on a FIFO
+READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
 
 
 class Refused(Exception):
@@ -56,8 +58,7 @@ def read_regular(path: Path, cap: int, what: str) -> bytes | None:
     """A regular file's bytes, opened without following a link; None if it is over `cap` bytes."""
     no_link(path, what)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-                     | getattr(os, "O_BINARY", 0))
+        fd = os.open(path, READ_FLAGS)
     except OSError as e:
         raise Refused(f"{what} cannot be read ({e.strerror}); hand in a regular file") from None
     with os.fdopen(fd, "rb") as f:

@@ -126,9 +126,10 @@ def grading_options(command):
 @click.argument("pieces", nargs=-1)
 @click.option("--submission", "-s", type=click.Path(path_type=Path), default=Path("exercises"), show_default=True,
               help="Folder laid out like exercises/ to grade.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "classroom", "gradescope", "junit"]), default="text",
-              show_default=True, help="text: a table per piece with hints; json: score, max_score and pieces; classroom: "
-              "base64 payload for the Classroom reporter; gradescope: results.json; junit: JUnit XML.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "classroom", "classroom50", "gradescope", "junit"]),
+              default="text", show_default=True, help="text: a table per piece with hints; json: score, max_score and "
+              "pieces; classroom: base64 payload for the Classroom reporter; classroom50: Classroom 50's result.json "
+              "(identity from its runner's environment); gradescope: results.json; junit: JUnit XML.")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Write the report here instead of stdout.")
 @grading_options
 @click.option("--plots", type=click.Path(path_type=Path, file_okay=False), default=None,
@@ -151,9 +152,15 @@ def check(pieces: tuple[str, ...], submission: Path, fmt: str, out: Path | None,
     unknown = [p for p in pieces if p not in PIECES]
     if unknown:
         raise click.BadParameter(f"no piece named {', '.join(unknown)}; pieces are {', '.join(PIECES)}", param_hint="PIECES")
-    if quick and fmt == "classroom":
-        raise click.UsageError("--quick cannot go with --format classroom: a quick run leaves out the training cases "
-                               "and is not a grade; the Classroom workflow grades in full")
+    if quick and fmt in ("classroom", "classroom50"):
+        raise click.UsageError(f"--quick cannot go with --format {fmt}: a quick run leaves out the training cases "
+                               "and is not a grade; the per-push grade runs in full")
+    if fmt == "classroom50":
+        from grader.runner.classroom50 import missing_identity
+
+        if missing_identity():
+            raise click.UsageError("--format classroom50 reads the submission's identity from Classroom 50's runner; "
+                                   f"not set here: {', '.join(missing_identity())}")
     from grader.runner.layout import SealError, current
 
     try:
@@ -302,6 +309,35 @@ def release_student(out: Path, key_file: Path | None, new_key: bool) -> None:
     click.echo(f"wrote the student release to {out}\n{said}\n"
                f"Keep {chosen.path} out of the release. Its contents are the repository or organisation secret "
                f"ATTNLAB_SEAL_KEY, with which the Classroom workflow opens the hidden cases.")
+
+
+@release.command("classroom50")
+@click.argument("out", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--classroom", required=True, help="The Classroom 50 classroom's short name (e.g. fall26).")
+@click.option("--assignment", required=True, help="The assignment's short name (e.g. attention-lab).")
+@click.option("--runs-on", "runs_on", default="self-hosted,attnlab", show_default=True,
+              help="The labels of the self-hosted runner that holds the seal key (comma-separated); 'github' grades "
+              "on GitHub-hosted runners, which hold no key and run the public checks only.")
+@click.option("--seal-key-file", "key_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Seal with the key in this file. Default: ATTNLAB_SEAL_KEY, else OUT.seal-key, else a new key there.")
+@click.option("--new-key", is_flag=True, help="Seal with a new key, written to OUT.seal-key.")
+def release_classroom50(out: Path, classroom: str, assignment: str, runs_on: str, key_file: Path | None,
+                        new_key: bool) -> None:
+    """The template repository and the autograder folder for a Classroom 50 assignment (see OUT/SETUP.md)."""
+    from grader.runner import layout
+    from grader.verbs import classroom50 as verb
+    from grader.verbs.release import ReleaseError
+
+    labels = () if runs_on.strip() == "github" else tuple(x.strip() for x in runs_on.split(",") if x.strip())
+    try:
+        lines = verb.main(out=out, classroom=classroom, assignment=assignment, runs_on=labels, key_file=key_file,
+                          env_key=layout.held_key(), new_key=new_key)
+    except FileExistsError as e:
+        raise click.BadParameter(str(e), param_hint="OUT") from None
+    except ReleaseError as e:
+        raise click.UsageError(str(e)) from None
+    for line in lines:
+        click.echo(line)
 
 
 @release.command("regrade")

@@ -259,7 +259,7 @@ def grader_error(fmt: str, message: str) -> str | None:
         case = ET.SubElement(suite, "testcase", classname="attnlab.grader", name="grader_starts")
         ET.SubElement(case, "error", message=line, type="GraderError").text = line
         return ET.tostring(root, encoding="unicode", xml_declaration=True)
-    if fmt == "classroom":
+    if fmt in ("classroom", "classroom50"):  # no file: the workflow, or Classroom 50's runner, posts no score
         return None
     return line
 

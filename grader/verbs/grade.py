@@ -118,6 +118,10 @@ def main(
         text = report.to_json(runs, seconds=seconds, quick=quick)
     elif fmt == "classroom":
         text = report.to_classroom(runs)  # never quick: the CLI refuses --quick with this format
+    elif fmt == "classroom50":
+        from grader.runner.classroom50 import to_classroom50
+
+        text = to_classroom50(runs)  # never quick either
     else:
         text = report.FORMATS[fmt](runs, quick=quick)
     if out:

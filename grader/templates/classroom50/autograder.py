@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""The attention lab's Classroom 50 autograder, written by `grade release classroom50`.
+
+Classroom 50's runner extracts this folder, then runs `python3 autograder.py` in the student's checkout with the
+submission's identity in the environment (CLASSROOM, ASSIGNMENT, SUBMISSION_TAG, OWNER, COMMIT_URL, ...), and
+reads ./result.json when it exits 0. This script:
+
+1. re-runs itself under `python -I`: the working directory is the student's, and nothing there is imported;
+2. makes a virtual environment in $RUNNER_TEMP with PyTorch's CPU build and the grader's requirements (or uses
+   ATTNLAB_VENV, one made beforehand on a self-hosted runner);
+3. grades the checkout's exercises/ with the grader in lab/ beside this file (never the copy in the student's
+   repository), exactly as `grade` does: per piece its .py file, or its notebook cell while the file is the stub;
+4. writes result.json and release-body.md into the checkout, replacing whatever stands there.
+
+The graded cases and the reference are sealed in lab/grader/sealed.bin. Its key is read from the file named by
+ATTNLAB_SEAL_KEY_FILE, else /etc/attnlab/seal-key: a file on the instructor's self-hosted runner, never in this
+folder (which Classroom 50 publishes) and never in the student's repository. It goes to the grader on standard
+input; graded code never sees it. Without a key (a GitHub-hosted runner) the public smoke checks run, and the
+result says so in every test's name: the graded score then comes from the instructor's regrade.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+if not sys.flags.isolated:  # the checkout is the student's: no sitecustomize, json.py or PYTHON* of theirs loads
+    os.execv(sys.executable, [sys.executable, "-I", os.path.abspath(__file__), *sys.argv[1:]])
+
+HERE = Path(__file__).resolve().parent
+LAB = HERE / "lab"
+TORCH = "@TORCH@"  # the version the lab is tested with (filled in by grade release classroom50)
+TORCH_INDEX = "https://download.pytorch.org/whl/cpu"  # the CPU build: a plain `pip install torch` fetches CUDA's
+KEY_FILE = "/etc/attnlab/seal-key"
+PUBLIC_NOTE = ("Public smoke checks only: this runner holds no seal key, so the graded cases did not run. "
+               "Passing these is not the grade; your instructor's regrade is.")
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+def seal_key(checkout: Path) -> bytes:
+    """The key that opens the sealed cases, or b"" (then the public checks run)."""
+    named = os.environ.get("ATTNLAB_SEAL_KEY_FILE", "").strip() or KEY_FILE
+    path = Path(named)
+    if not path.is_absolute():
+        say(f"::warning title=Seal key::ATTNLAB_SEAL_KEY_FILE is not an absolute path ({named}); not read")
+        return b""
+    real = path.resolve()
+    if real == checkout or checkout in real.parents:  # a key the student's repository holds is theirs
+        say("::warning title=Seal key::the seal key file lies inside the student's checkout; not read")
+        return b""
+    try:
+        return real.read_bytes().strip() if real.is_file() else b""
+    except OSError as e:
+        say(f"::warning title=Seal key::cannot read {named}: {e.strerror}")
+        return b""
+
+
+def clean_env() -> dict:
+    """This job's environment without the key or any token: the grader's children inherit none of them."""
+    drop = ("ATTNLAB_SEAL_KEY", "TOKEN", "SECRET", "PASSWORD")
+    return {k: v for k, v in os.environ.items() if not any(word in k.upper() for word in drop)
+            and not k.startswith("PYTHON")}
+
+
+def python_with_grader(scratch: Path) -> str:
+    """The interpreter of a virtual environment holding PyTorch and the grader's requirements."""
+    given = os.environ.get("ATTNLAB_VENV", "").strip()
+    if given:
+        return str(Path(given) / "bin" / "python")
+    venv = Path(os.environ.get("RUNNER_TEMP") or tempfile.gettempdir()) / "attnlab-venv"
+    python, stamp = venv / "bin" / "python", venv / ".attnlab-installed"
+    requirements = LAB / "grader" / "requirements.txt"
+    want = f"{TORCH}\n{requirements.read_text()}"
+    if stamp.is_file() and stamp.read_text() == want:
+        return str(python)
+    shutil.rmtree(venv, ignore_errors=True)
+    index = os.environ.get("ATTNLAB_TORCH_INDEX", TORCH_INDEX).strip()
+    say(f"installing {TORCH} (CPU build) and the grader's requirements...")
+    for cmd in ([sys.executable, "-I", "-m", "venv", str(venv)],
+                [str(python), "-I", "-m", "pip", "install", "-q", "--disable-pip-version-check", TORCH]
+                + (["--index-url", index] if index else []),
+                [str(python), "-I", "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                 "--only-binary", ":all:", "-r", str(requirements)]):
+        subprocess.run(cmd, check=True, cwd=scratch, env=clean_env(), stdin=subprocess.DEVNULL)
+    stamp.write_text(want)
+    return str(python)
+
+
+def escape(text: str) -> str:
+    """Markdown-inert text: a hint can quote the student's own words, which must not render as links or markup."""
+    out = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    for ch in "\\`*_[]()!|#~":
+        out = out.replace(ch, "\\" + ch)
+    return out.replace("\n", " ")
+
+
+def release_body(doc: dict, public: bool) -> str:
+    lines = [f"## Attention lab: {doc['score']}/{doc['max-score']}", ""]
+    if public:
+        lines += [f"> {PUBLIC_NOTE}", ""]
+    lines += ["| | test | points | hint |", "|---|---|---|---|"]
+    for t in doc["tests"]:
+        mark = "PASS" if t["passed"] else "FAIL"
+        lines.append(f"| {mark} | {escape(t['test-name'])} | {t['score']}/{t['max-score']} | {escape(t.get('hint', ''))} |")
+    return "\n".join(lines) + "\n"
+
+
+def put(path: Path, text: str) -> None:
+    """Write `path` in one step, replacing a file or link there (never writing through a link)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def main() -> int:
+    checkout = Path.cwd().resolve()
+    for name in ("result.json", "release-body.md"):  # nothing the repository holds is taken for a result
+        stale = checkout / name
+        if stale.is_symlink() or stale.is_file():
+            stale.unlink()
+    key = seal_key(checkout)
+    if not key:
+        say(f"::warning title=Not the graded cases::{PUBLIC_NOTE}")
+    with tempfile.TemporaryDirectory(prefix="attnlab-classroom50-") as tmp:
+        scratch = Path(tmp)
+        try:
+            python = python_with_grader(scratch)
+        except (subprocess.CalledProcessError, OSError) as e:
+            say(f"::error title=Grading failed::could not install the grader ({e}); no score is posted")
+            return 1
+        out = scratch / "result.json"
+        cmd = [python, "-I", str(LAB / "grader" / "boot.py"), *(["--seal-key-file", "-"] if key else []),
+               "--submission", str(checkout / "exercises"), "--format", "classroom50", "--out", str(out)]
+        done = subprocess.run(cmd, input=key, cwd=scratch, env=clean_env())
+        if done.returncode > 1 or not out.is_file():
+            say(f"::error title=Grading failed::grade stopped with exit code {done.returncode} before it could "
+                "grade; its message is above. No score is posted.")
+            return 1
+        doc = json.loads(out.read_text(encoding="utf-8"))
+    put(checkout / "result.json", json.dumps(doc, indent=2) + "\n")
+    put(checkout / "release-body.md", release_body(doc, public=not key))
+    say(f"Attention lab: {doc['score']}/{doc['max-score']} written to result.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -24,6 +24,12 @@ from pathlib import Path
 from grader import REFERENCE, ROOT, lab
 from grader.runner import layout
 
+# The PyTorch every grading route installs (the CPU build, from TORCH_INDEX): the Classroom workflow, Gradescope's
+# setup.sh, the regrade engines. Every install line a README or template shows names this version
+# (tests/release/test_torch_pin.py), so a student installs what they are graded with.
+TORCH = "torch==2.13.0"
+TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+
 # never copied into a student release (the sealed lab modules travel inside grader/sealed.bin)
 _PRIVATE = ("reference/", "tests/", ".ci/", "bench/", "docs/", ".github/workflows/ci.yml", "grader/cases/test_",
             "grader/cases/util.py", "README.md", *(f"grader/lab/{name}.py" for name in lab.SEALED),

@@ -3,13 +3,17 @@
 The regrade grades only the pieces, so nothing a student changed elsewhere (the workflow, the grader, the data)
 moves their score there; but a Classroom score came from the repository's own workflow and grader, so the
 gradebook names every repository whose release files were changed, removed or, under the protected paths
-(`.github/`, `grader/`), added to. The repository is untrusted: nothing is followed through a link, and no file
-is read past the size of its release counterpart.
+(`.github/`, `grader/`), added to. The release files are those the instructor's release folder holds as git would
+track them (`release_held`): what installing or running the release there makes (`pip install -e .`'s
+*.egg-info/, __pycache__/, build/) is no release file, so it flags no student. The repository is untrusted: nothing
+is followed through a link, and no file is read past the size of its release counterpart.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
+import tempfile
 from pathlib import Path
 
 from grader.verbs.intake import Refused, is_link, read_regular
@@ -55,10 +59,37 @@ def _digest(path: Path, cap: int) -> str | None:
     return None if data is None else hashlib.sha256(data).hexdigest()
 
 
+# what installing, running or building a release makes in its folder (its .gitignore names them); only where git
+# cannot say which files the release holds are they left out by name
+BYPRODUCTS = {"__pycache__", ".pytest_cache", ".ipynb_checkpoints", "build", "dist", ".venv", "venv"}
+GIT_SECONDS = 60
+
+
+def release_held(release: Path) -> list[str]:
+    """The files the release folder holds, as git would track them there: every file its .gitignore files (and the
+    instructor's global excludes) do not ignore, whether or not the folder is a git repository; where git cannot
+    run, every file outside the build and install byproducts (BYPRODUCTS, *.egg-info)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}  # no GIT_DIR or GIT_INDEX_FILE of a caller's
+    with tempfile.TemporaryDirectory(prefix="attnlab-release-files-") as tmp:
+        git = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", f"--git-dir={tmp}"]
+        try:  # an empty repository of our own, the release its work tree: all its files are "others"
+            subprocess.run([*git, "init", "-q", "--bare"], env=env, capture_output=True, check=True,
+                           timeout=GIT_SECONDS)
+            listed = subprocess.run([*git, f"--work-tree={release}", "ls-files", "-z", "--others", "--exclude-standard"],
+                                    env=env, capture_output=True, check=True, timeout=GIT_SECONDS).stdout
+        except (OSError, subprocess.SubprocessError):
+            return sorted(rel for rel in _walk(release) if not _byproduct(rel))
+    return sorted(os.fsdecode(name) for name in listed.split(b"\0") if name and not name.endswith(b"/"))  # a/: a repo
+
+
+def _byproduct(rel: str) -> bool:
+    return any(part in BYPRODUCTS or part.endswith(".egg-info") for part in rel.split("/")[:-1])
+
+
 def release_digests(release: Path) -> dict[str, tuple[int, str]]:
-    """Every release file outside what students change: its (size, SHA-256)."""
+    """Every release file (`release_held`) outside what students change: its (size, SHA-256)."""
     out = {}
-    for rel in _walk(release):
+    for rel in release_held(release):
         if rel.startswith(STUDENTS):
             continue
         path = release / rel

@@ -1,0 +1,74 @@
+"""`grade batch --release RELEASE`: the release files are the ones the release holds, not what installing it made.
+
+An instructor who `pip install -e`'d their release folder (or ran `grade` in it) has *.egg-info/, __pycache__/ and
+build/ there, which git ignores and no student repository holds: they must not flag every student as changed.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.verbs import release_files
+from grader.verbs.release_files import column, release_digests, release_held
+
+
+def installed_and_run(release: Path, into: Path) -> Path:
+    """A copy of `release` as an instructor leaves it after `pip install -e .` and a run of `grade` there."""
+    folder = shutil.copytree(release, into)
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                           "--no-warn-script-location", "--prefix", str(into.parent / "prefix"), "-e", str(folder)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    made = {"attention_lab.egg-info/PKG-INFO": "Name: attention-lab\n", "attention_lab.egg-info/SOURCES.txt": "grader/cli.py\n",
+            "grader/__pycache__/cli.cpython-311.pyc": "\0", "grader/runner/__pycache__/report.cpython-311.pyc": "\0",
+            "build/lib/grader/cli.py": "", ".pytest_cache/README.md": ""}  # older setuptools, grade, pytest
+    for rel, text in made.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text)
+    return folder
+
+
+def student_repository(release: Path, into: Path) -> Path:
+    """A student's clone of the template: the release's files (no byproducts), their own .git."""
+    shutil.copytree(release, into)
+    (into / ".git").mkdir()
+    (into / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    return into
+
+
+def test_an_unchanged_repository_reads_unchanged_when_the_release_folder_was_installed_editable(release, tmp_path):
+    rel, _ = release
+    repo = student_repository(rel, tmp_path / "alice")
+    folder = installed_and_run(rel, tmp_path / "release")
+    held = release_held(folder)
+    assert "grader/cli.py" in held and ".github/workflows/classroom.yml" in held and "grader/sealed.bin" in held
+    assert not [f for f in held if "egg-info" in f or "__pycache__" in f or f.startswith(("build/", ".pytest_cache/"))]
+    assert column(repo, release_digests(folder)) == ("unchanged", [])
+
+
+def test_without_git_the_byproducts_are_left_out_by_name_and_a_real_change_is_still_flagged(release, tmp_path,
+                                                                                            monkeypatch):
+    rel, _ = release
+    folder = installed_and_run(rel, tmp_path / "release")
+    repo = student_repository(rel, tmp_path / "bob")
+    with_git = release_held(folder)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-git-here"))
+    assert release_held(folder) == sorted(with_git)  # the same files, told apart by name
+    digests = release_digests(folder)
+    assert column(repo, digests) == ("unchanged", [])
+    with (repo / ".github" / "workflows" / "classroom.yml").open("a") as f:
+        f.write("# posts full marks\n")
+    (repo / "grader" / "__pycache__").mkdir(exist_ok=True)
+    (repo / "grader" / "mine.py").write_text("")
+    assert column(repo, digests)[1] == ["+grader/mine.py", ".github/workflows/classroom.yml"]
+
+
+@pytest.mark.parametrize("ignored", ["notes.egg-info/x", "grader/__pycache__/a.pyc", "build/x", "dist/a.whl",
+                                     ".venv/bin/python", "a/b/__pycache__/c.pyc"])
+def test_a_byproduct_is_told_apart_by_a_folder_of_its_path(ignored):
+    assert release_files._byproduct(ignored)
+    assert not release_files._byproduct(ignored.rsplit("/", 1)[-1])  # a file of that name is a release file

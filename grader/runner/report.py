@@ -261,7 +261,23 @@ def grader_error(fmt: str, message: str) -> str | None:
         return ET.tostring(root, encoding="unicode", xml_declaration=True)
     if fmt in ("classroom", "classroom50"):  # no file: the workflow, or Classroom 50's runner, posts no score
         return None
+    if fmt == "markdown":
+        return to_markdown_error(line)
     return line
 
 
-FORMATS = {"json": to_json, "classroom": to_classroom, "gradescope": to_gradescope, "junit": to_junit}
+def to_markdown(runs: list[PieceRun], quick: tuple[int, int] | None = None) -> str:
+    """Markdown for a GitHub job summary (grader.runner.markdown, imported on use: it imports this module)."""
+    from grader.runner import markdown
+
+    return markdown.to_markdown(runs, quick)
+
+
+def to_markdown_error(line: str) -> str:
+    from grader.runner import markdown
+
+    return markdown.error(line)
+
+
+FORMATS = {"json": to_json, "classroom": to_classroom, "gradescope": to_gradescope, "junit": to_junit,
+           "markdown": to_markdown}

@@ -1,0 +1,64 @@
+"""The per-push workflow's own steps after `grade` (.github/workflows/classroom.yml), run as
+`python -I grader/workflow.py summary REPORT.json [ARTIFACT]` and `python -I grader/workflow.py reporter RUNNER`.
+
+summary: from the JSON report `grade --format json` wrote, the job summary (Markdown, appended to
+$GITHUB_STEP_SUMMARY) and the step output `result`, the base64 payload the Classroom reporter read.
+reporter: from `<RUNNER>_RESULTS` (that payload), what the reporter printed: its log, its "Points X/Y" and
+"Autograding report" notices, and its error and exit code 1 when a test failed.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sys
+from pathlib import Path
+
+from grader.runner import markdown, reporter
+from grader.runner.report import classroom_payload, safe
+
+
+def summary(report_path: Path, artifact: str | None) -> int:
+    try:
+        report = json.loads(report_path.read_text(encoding="utf-8"))
+        report["pieces"], report["score"], report["max_score"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"::error title=Grading failed::{safe(report_path.name)} is not a graded report "
+              f"({safe(type(e).__name__)}); no points are posted.")
+        return 2
+    text = markdown.render(report, artifact=artifact)
+    if "GITHUB_STEP_SUMMARY" in os.environ:
+        with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        print(text)
+    payload = base64.b64encode(json.dumps(classroom_payload(reporter.runs_from_report(report))).encode()).decode()
+    if "GITHUB_OUTPUT" in os.environ:
+        with open(os.environ["GITHUB_OUTPUT"], "a", encoding="utf-8") as f:
+            f.write(f"result={payload}\n")
+    return 0
+
+
+def report_points(runner: str) -> int:
+    if not runner.isalnum():
+        print("::error::The runners input must be a comma-separated list of strings.")
+        return 1
+    try:
+        payload = json.loads(base64.b64decode(os.environ[f"{runner.upper()}_RESULTS"], validate=True))
+        payload["tests"]
+    except (KeyError, ValueError, TypeError) as e:
+        print(f"::error::{safe(type(e).__name__)}: no payload of runner {runner} to report")
+        return 1
+    lines = reporter.log(runner, payload) + reporter.notices(payload)
+    failed = reporter.failure(payload)
+    print("\n".join(lines + ([f"::error::{failed}"] if failed else [])), flush=True)
+    return 1 if failed else 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) in (2, 3) and argv[0] == "summary":
+        return summary(Path(argv[1]), argv[2] if len(argv) == 3 else None)
+    if len(argv) == 2 and argv[0] == "reporter":
+        return report_points(argv[1])
+    print("usage: python -I grader/workflow.py summary REPORT.json [ARTIFACT] | reporter RUNNER", file=sys.stderr)
+    return 2

@@ -52,7 +52,8 @@ def check_names(classroom: str, assignment: str, runs_on: tuple[str, ...]) -> No
                                    f"(not {', '.join(bad) or f'{len(runs_on)} labels'})")
 
 
-def build(out: Path, *, classroom: str, assignment: str, runs_on: tuple[str, ...], key: bytes) -> dict[str, Path]:
+def build(out: Path, *, classroom: str, assignment: str, runs_on: tuple[str, ...], key: bytes,
+          key_path: Path | None = None) -> dict[str, Path]:
     """Write OUT (see the module's docstring) sealed with `key`; returns the named paths written."""
     check_names(classroom, assignment, runs_on)
     if out.exists() and any(out.iterdir()):
@@ -73,6 +74,7 @@ def build(out: Path, *, classroom: str, assignment: str, runs_on: tuple[str, ...
     (out / "runtime.json").write_text(json.dumps({"runtime": runtime(runs_on)}, indent=2) + "\n")
     guide = (resources.files("grader") / "templates" / "classroom50" / "SETUP.md").read_text(encoding="utf-8")
     (out / "SETUP.md").write_text(guide.format(classroom=classroom, assignment=assignment, key_file=KEY_ON_RUNNER,
+                                               key_path=key_path or release.key_path(out),
                                                labels=", ".join(runs_on) or "(GitHub-hosted)",
                                                runtime=json.dumps(runtime(runs_on))))
     return {"template": template, "bundle": bundle, "runtime": out / "runtime.json", "setup": out / "SETUP.md"}
@@ -92,11 +94,12 @@ def packed_size(bundle: Path) -> int:
 def main(*, out: Path, classroom: str, assignment: str, runs_on: tuple[str, ...], key_file: Path | None,
          env_key: bytes | None, new_key: bool) -> list[str]:
     """`grade release classroom50`: build OUT with the reused (or a new) seal key; returns the lines to print."""
+    check_names(classroom, assignment, runs_on)  # before a key is chosen or anything is written
     chosen = release.release_key(out, key_file=key_file, env_key=env_key, new=new_key)
     writes = chosen.origin == "new" or chosen.origin == "env" and not chosen.path.is_file()
     if writes:
         release.private_folders(chosen.path.parent)  # before OUT is made with the usual mode
-    paths = build(out, classroom=classroom, assignment=assignment, runs_on=runs_on, key=chosen.key)
+    paths = build(out, classroom=classroom, assignment=assignment, runs_on=runs_on, key=chosen.key, key_path=chosen.path)
     if writes:
         release.write_key(chosen.path, chosen.key)
     size = packed_size(paths["bundle"])

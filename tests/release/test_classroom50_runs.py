@@ -1,0 +1,130 @@
+"""The generated autograder.py, run as Classroom 50's runner runs it: `python3 autograder.py` from a clean base
+interpreter, in a checkout of a student repository made from the template, with the runner's environment; its
+result.json is checked against every rule of the contract (grader.runner.classroom50.problems)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from cryptography.fernet import Fernet
+
+from grader import REFERENCE, ROOT
+from grader.runner.classroom50 import problems
+from grader.verbs import classroom50
+
+from hostile_root import plant
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="Classroom 50 grades on Linux runners")
+OWNER = "alice"
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory) -> dict:
+    """The release, a clean base interpreter, and the runner's scratch folder (the venv is made there once)."""
+    base = tmp_path_factory.mktemp("classroom50")
+    key = Fernet.generate_key()
+    paths = classroom50.build(base / "out", classroom="fall26", assignment="attention-lab",
+                              runs_on=("self-hosted", "attnlab"), key=key)
+    (base / "keys").mkdir()
+    (base / "keys" / "seal-key").write_bytes(key + b"\n")
+    bare = subprocess.run(["bash", str(ROOT / ".ci" / "bare-python"), "3.11"], capture_output=True, text=True,
+                          env={**os.environ, "TMPDIR": str(base)}, check=True).stdout.strip().splitlines()[-1]
+    (base / "runner-temp").mkdir()
+    return {"base": base, "key": key, "python": bare, **paths}
+
+
+def checkout(lab: dict, name: str, solved: tuple[str, ...] = ()) -> Path:
+    """A student repository made from the template, with the reference's files for the `solved` modules."""
+    repo = lab["base"] / name
+    shutil.copytree(lab["template"], repo)
+    for module in solved:
+        shutil.copyfile(REFERENCE / f"{module}.py", repo / "exercises" / f"{module}.py")
+    return repo
+
+
+def autograde(lab: dict, repo: Path, key_file: str | None = None) -> tuple[subprocess.CompletedProcess, dict | None]:
+    """Run autograder.py as the runner does; returns the run and the result document it left, if any."""
+    slug = f"fall26-attention-lab-{OWNER}"
+    env = {"PATH": os.environ["PATH"], "HOME": str(lab["base"]), "LANG": "C.UTF-8",
+           "RUNNER_TEMP": str(lab["base"] / "runner-temp"), "ATTNLAB_TORCH_INDEX": "",  # torch from this disk
+           "ATTNLAB_SEAL_KEY_FILE": key_file or str(lab["base"] / "keys" / "seal-key"),
+           "GITHUB_REPOSITORY": f"org/{slug}", "GITHUB_SHA": "abc1234" * 5, "GITHUB_ACTOR": OWNER,
+           "GITHUB_SERVER_URL": "https://github.com", "PAGES_BASE_URL": "https://org.github.io/classroom50",
+           "CLASSROOM": "fall26", "ASSIGNMENT": "attention-lab", "SUBMISSION_TAG": "submit/2026-12-02T10-00-00Z-abc1234",
+           "SECRET": "", "MODE": "individual", "ALLOWED_FILES": "[]", "RELEASE_ASSETS": "[]",
+           "USERNAME": OWNER, "OWNER": OWNER, "ASSIGNMENT_TYPE": "individual",
+           "COMMIT_URL": f"https://github.com/org/{slug}/commit/abc1234",
+           "RELEASE_URL": f"https://github.com/org/{slug}/releases/tag/submit%2F2026-12-02T10-00-00Z-abc1234",
+           "REVIEW_URL": f"https://github.com/org/{slug}/compare/0000000...abc1234",
+           "CLASSROOM50_BUNDLE_DIR": str(lab["bundle"])}
+    done = subprocess.run([lab["python"], str(lab["bundle"] / "autograder.py")], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=1200)
+    found = repo / "result.json"
+    doc = json.loads(found.read_text()) if found.is_file() else None
+    if doc is not None:
+        assert problems(doc, env) == [] and doc["owner"] == OWNER
+    return done, doc
+
+
+def test_the_reference_earns_full_marks_in_a_result_the_runner_accepts(lab):
+    repo = checkout(lab, "solved", tuple(p.stem for p in REFERENCE.glob("[!_]*.py")))
+    done, doc = autograde(lab, repo)  # the first run installs torch and the grader into $RUNNER_TEMP
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (doc["score"], doc["max-score"]) == (73, 73) and all(t["passed"] for t in doc["tests"])
+    assert "73/73" in (repo / "release-body.md").read_text()
+    assert lab["key"].decode() not in done.stdout + done.stderr
+
+
+def test_the_stubs_earn_nothing_with_one_line_per_piece(lab):
+    done, doc = autograde(lab, checkout(lab, "stubs"))
+    assert done.returncode == 0 and (doc["score"], doc["max-score"]) == (0, 73)
+    lines = [line for line in done.stdout.splitlines() if "not implemented yet (piece '" in line]
+    assert len(lines) == 6, done.stdout[-3000:]
+
+
+def test_files_at_the_repository_root_load_nowhere_and_a_result_of_their_own_is_replaced(lab):
+    repo = checkout(lab, "hostile", ("encoder", "context"))
+    marks = lab["base"] / "marks"
+    marks.mkdir()
+    marks.chmod(0o777)
+    planted = plant(repo, marks)
+    forged = {"schema": "classroom50/result/v1", "score": 73, "max-score": 73, "tests": []}
+    (repo / "result.json").write_text(json.dumps(forged))
+    outside = lab["base"] / "not-theirs.md"
+    outside.write_text("kept\n")
+    (repo / "release-body.md").symlink_to(outside)
+    done, doc = autograde(lab, repo)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (doc["score"], doc["max-score"]) == (12 + 9, 73)  # the encoder and the context: what honest code earns
+    assert sorted(p.name for p in marks.iterdir()) == [] and len(planted) > 10
+    assert outside.read_text() == "kept\n" and not (repo / "release-body.md").is_symlink()
+
+
+def test_without_a_key_the_public_checks_run_and_every_test_says_so(lab):
+    repo = checkout(lab, "public", tuple(p.stem for p in REFERENCE.glob("[!_]*.py")))
+    done, doc = autograde(lab, repo, key_file=str(lab["base"] / "keys" / "none"))
+    assert done.returncode == 0 and "::warning title=Not the graded cases::" in done.stdout
+    assert 0 < doc["score"] == doc["max-score"] < 73
+    assert all(": public check: " in t["test-name"] for t in doc["tests"])
+    assert "Public smoke checks only" in (repo / "release-body.md").read_text()
+
+
+def test_a_key_file_inside_the_checkout_is_never_read(lab):
+    repo = checkout(lab, "inside")
+    (repo / "key").write_bytes(lab["key"])
+    done, doc = autograde(lab, repo, key_file=str(repo / "key"))
+    assert "inside the student's checkout" in done.stdout
+    assert all(": public check: " in t["test-name"] for t in doc["tests"])
+
+
+def test_a_wrong_key_posts_no_result_and_says_why(lab):
+    wrong = lab["base"] / "keys" / "wrong"
+    wrong.write_bytes(Fernet.generate_key())
+    repo = checkout(lab, "wrong-key")
+    done, doc = autograde(lab, repo, key_file=str(wrong))
+    assert done.returncode != 0 and doc is None
+    assert "does not open grader/sealed.bin" in done.stdout + done.stderr and "::error title=Grading failed" in done.stdout

@@ -28,7 +28,6 @@ from pathlib import Path
 
 from grader.verbs import release
 
-TORCH = "torch==2.13.0"  # what every grading route installs (the CPU build): the version the lab is tested with
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{1,38}$")  # Classroom 50's own rule for classroom and assignment names
 LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # and for a runs-on label
 HOSTED_PYTHON = "3.12"  # its default, 3.14, is newer than the lab supports
@@ -70,7 +69,7 @@ def build(out: Path, *, classroom: str, assignment: str, runs_on: tuple[str, ...
         for part in ("grader", "datasets"):
             shutil.copytree(built / part, bundle / "lab" / part)
     text = (resources.files("grader") / "templates" / "classroom50" / "autograder.py").read_text(encoding="utf-8")
-    (bundle / "autograder.py").write_text(text.replace("@TORCH@", TORCH))
+    (bundle / "autograder.py").write_text(text.replace("@TORCH@", release.TORCH).replace("@TORCH_INDEX@", release.TORCH_INDEX))
     (out / "runtime.json").write_text(json.dumps({"runtime": runtime(runs_on)}, indent=2) + "\n")
     guide = (resources.files("grader") / "templates" / "classroom50" / "SETUP.md").read_text(encoding="utf-8")
     (out / "SETUP.md").write_text(guide.format(classroom=classroom, assignment=assignment, key_file=KEY_ON_RUNNER,

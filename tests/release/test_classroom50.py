@@ -16,6 +16,7 @@ from grader.cli import cli
 from grader.runner import classroom50
 from grader.runner.results import CaseResult, PieceRun
 from grader.verbs import classroom50 as verb
+from grader.verbs import release
 
 ENV = {"CLASSROOM": "fall26", "ASSIGNMENT": "attention-lab", "SUBMISSION_TAG": "submit/2026-12-02T10-00-00Z-abc1234",
        "OWNER": "Alice", "USERNAME": "Alice", "ASSIGNMENT_TYPE": "individual",
@@ -56,7 +57,8 @@ def test_the_autograder_folder_holds_the_autograder_and_its_own_sealed_grader(bu
     assert bundle.relative_to(bundle.parents[3]).as_posix() == "config/fall26/autograders/attention-lab"
     assert (bundle / "autograder.py").is_file() and (bundle / "lab" / "grader" / "boot.py").is_file()
     assert (bundle / "lab" / "grader" / "sealed.bin").stat().st_size > 10_000
-    assert "@TORCH@" not in (bundle / "autograder.py").read_text() and verb.TORCH in (bundle / "autograder.py").read_text()
+    script = (bundle / "autograder.py").read_text()
+    assert "@TORCH" not in script and release.TORCH in script and release.TORCH_INDEX in script
 
 
 def test_no_answer_and_no_hidden_case_is_readable_in_anything_it_writes(built):

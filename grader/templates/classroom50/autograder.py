@@ -32,7 +32,7 @@ if not sys.flags.isolated:  # the checkout is the student's: no sitecustomize, j
 HERE = Path(__file__).resolve().parent
 LAB = HERE / "lab"
 TORCH = "@TORCH@"  # the version the lab is tested with (filled in by grade release classroom50)
-TORCH_INDEX = "https://download.pytorch.org/whl/cpu"  # the CPU build: a plain `pip install torch` fetches CUDA's
+TORCH_INDEX = "@TORCH_INDEX@"  # the CPU build: a plain `pip install torch` fetches CUDA's
 KEY_FILE = "/etc/attnlab/seal-key"
 PUBLIC_NOTE = ("Public smoke checks only: this runner holds no seal key, so the graded cases did not run. "
                "Passing these is not the grade; your instructor's regrade is.")

@@ -78,13 +78,13 @@ def render(report: dict, artifact: str | None = None, public: bool = False) -> s
                 skipped[c["message"]] = skipped.get(c["message"], 0) + 1
         if p.get("output_withheld"):
             notes.append(f"- {md(p['name'])}: {md(p['output_withheld'])}")
-    notes += [f"- {_plural(n, 'point-free case')} skipped: {code(m)}" for m, n in sorted(skipped.items())]
+    notes += [f"- {_plural(n, 'point-free case')}: {code(m)}" for m, n in sorted(skipped.items())]
     gaps = sorted({safe(g, 80) for p in pieces for g in p.get("jail_missing", [])})
     if gaps:
         means = [what for layer, what in GAP_MEANS.items() if layer in gaps]
-        notes.append("- " + md(f"the worker jail here lacks {', '.join(gaps)}"
-                               + (f", so graded code here can {' and '.join(means)}" if means else "")
-                               + "; the score counts the same, but the one to trust is your instructor's regrade"))
+        notes.append(f"- the worker jail here lacks {', '.join(code(g) for g in gaps)}"  # as the worker said them
+                     + md((f", so graded code here can {' and '.join(means)}" if means else "")
+                          + "; the score counts the same, but the one to trust is your instructor's regrade"))
     if "seconds" in report:
         notes.append(f"- graded in {float(report['seconds']):.1f} s")
     if artifact:

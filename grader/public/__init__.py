@@ -1,5 +1,5 @@
 """Public smoke checks: what a student release can grade locally without the sealed hidden cases.
 
 They check shapes, dtypes, masking and the weighted-sum definition, never values that only the
-reference knows; the graded run happens where the sealed cases can be opened (GitHub Classroom).
+reference knows; the graded run happens where the sealed cases can be opened (the seal key's holder).
 """

@@ -17,8 +17,8 @@ from grader.runner.schedule import grade
 from grader.runner.stage import stage
 
 DEFAULT_SEED = "0"
-PUBLIC_NOTE = ("Public smoke checks only: the graded cases are sealed in this release and run in GitHub Classroom "
-               "(where ATTNLAB_SEAL_KEY is set). Passing these is not the grade.")
+PUBLIC_NOTE = ("Public smoke checks only: the graded cases are sealed in this release and run where the seal key is "
+               "(your course's per-push grade, or your instructor's regrade). Passing these is not the grade.")
 
 
 def resolve_seed(seed: str | None) -> str:

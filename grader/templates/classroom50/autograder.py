@@ -122,7 +122,9 @@ def main() -> int:
     checkout = Path.cwd().resolve()
     for name in ("result.json", "release-body.md"):  # nothing the repository holds is taken for a result
         stale = checkout / name
-        if stale.is_symlink() or stale.is_file():
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale)
+        elif stale.is_symlink() or stale.exists():
             stale.unlink()
     key = seal_key(checkout)
     if not key:

@@ -50,19 +50,38 @@ def sealed_bundle() -> dict[str, bytes]:
     return files
 
 
-def student(out: Path, key: bytes | None = None) -> tuple[Path, bytes]:
-    """Build the student repository in `out`; returns (out, the sealing key)."""
+def student(out: Path, key: bytes | None = None, notes: list[str] | None = None) -> tuple[Path, bytes]:
+    """Build the student repository in `out`; returns (out, the sealing key).
+
+    The files the lab generates (exercises/ from reference/, the case manifests, the toy task's splits:
+    grader.verbs.generated) are made afresh, never copied from the working tree; where the working tree's differ,
+    `notes` (when given) receives one line saying those edits are not in the release. Everything is made before
+    anything is written: a generator that fails leaves `out` untouched.
+    """
     from cryptography.fernet import Fernet
+
+    from grader.verbs import generated
 
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} is not empty")
     key = key or Fernet.generate_key()
-    for rel in tracked_files():
-        if rel.startswith(_PRIVATE):
+    try:
+        made = generated.generated()
+    except generated.GenerateError as e:
+        raise ReleaseError(str(e)) from None
+    tracked = tracked_files()
+    for rel in tracked:
+        if rel.startswith(_PRIVATE) or rel.startswith(generated.EXERCISES) or rel in made:
             continue
         dest = out / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / rel, dest)
+    for rel, data in made.items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_bytes(data)
+    said = generated.unshipped(made, ROOT, tracked)
+    if said and notes is not None:
+        notes.append(said)
     (out / "grader" / "sealed.bin").write_bytes(layout.seal(sealed_bundle(), key))
     # the students' README, not the instructor's (README.md is in _PRIVATE)
     readme = (resources.files("grader") / "templates" / "student" / "README.md").read_text(encoding="utf-8")
@@ -175,12 +194,14 @@ def _others_may_read(path: Path) -> bool:
 def build_student(out: Path, *, key_file: Path | None = None, env_key: bytes | None = None,
                   new_key: bool = False) -> tuple[ReleaseKey, str]:
     """`grade release student`: the release in `out`, sealed with `release_key`'s key, which is then kept for
-    its owner only; returns the key and one line saying where it came from and what was written."""
+    its owner only; returns the key and what to tell the instructor: one line saying where the key came from and
+    what was written, and one more where the working tree's generated files differ from what the release ships."""
     chosen = release_key(out, key_file=key_file, env_key=env_key, new=new_key)
     writes = chosen.origin == "new" or chosen.origin == "env" and not chosen.path.is_file()
     if writes:
         private_folders(chosen.path.parent)  # before the release makes them with the usual mode
-    student(out, chosen.key)
+    notes: list[str] = []
+    student(out, chosen.key, notes)
     where = chosen.path
     if writes:
         write_key(where, chosen.key)
@@ -201,7 +222,7 @@ def build_student(out: Path, *, key_file: Path | None = None, env_key: bytes | N
         said = f"sealing key: reused from {where} (--seal-key-file); nothing written"
         if _others_may_read(where):
             said += f"; warning: others may read that file (chmod 600 {where})"
-    return chosen, said
+    return chosen, "\n".join([said, *notes])
 
 
 def _notebook_extras(execute: bool) -> None:

@@ -38,8 +38,8 @@ def run_grading_step(cwd: Path, tmp: Path, python: str, pieces: list[str], env: 
     step = next(s for s in steps() if s.get("id") == "attentionlab")
     shim = tmp / "bin" / "python"
     shim.parent.mkdir(exist_ok=True)
-    shim.write_text(f'#!/usr/bin/env bash\ncase " $* " in *" grader/boot.py "*) exec {python} "$@" {" ".join(pieces)};; esac\n'
-                    f'exec {python} "$@"\n')
+    shim.write_text(f'#!/usr/bin/env bash\ncase " $* " in *" grader/boot.py "*) exec {python} "$@" {" ".join(pieces)};; '
+                    f'esac\nexec {python} "$@"\n')
     shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
     output = tmp / "github_output"
     output.write_text("")

@@ -66,7 +66,8 @@ def render(report: dict, artifact: str | None = None, public: bool = False) -> s
     for p in pieces:
         graded = [c for c in p["cases"] if not c["skipped"]]
         failed = sum(not c["passed"] for c in graded)
-        said = f"❌ {failed} of {_plural(len(graded), 'case')} failed" if failed else f"✅ {_plural(len(graded), 'case')} passed"
+        cases = _plural(len(graded), "case")
+        said = f"❌ {failed} of {cases} failed" if failed else f"✅ {cases} passed"
         head.append(f"| {md(p['name'])} | {p['score']}/{p['max_score']} | {said} |")
     head += [f"| **Total** | **{report['score']}/{report['max_score']}** | |", ""]
 

@@ -143,7 +143,7 @@ def test_with_the_key_the_step_hands_the_reporter_a_graded_payload(graded):
 
 
 def test_with_the_key_the_summary_holds_the_total_and_the_table_with_hints(graded):
-    done, _, tmp = graded
+    _, _, tmp = graded
     summary = summary_file(tmp).read_text()
     assert summary.startswith("## Attention lab: 0/9 points\n")
     assert "| context | 0/9 | ❌" in summary and "| **Total** | **0/9** | |" in summary

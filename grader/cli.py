@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from grader.cli_batch import batch
+from grader.cli_options import grading_options
 from grader.pieces import MODULES, PIECES
 from grader.runner.results import Limits
 
@@ -43,18 +45,6 @@ def cli() -> None:
 
     layout.harden()
     layout.take_key()  # out of the environment before any child process starts
-
-
-def _seal_key(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    if value is None:
-        return
-    from grader.runner import layout
-
-    try:
-        data = sys.stdin.buffer.read() if value == "-" else Path(value).read_bytes()
-    except OSError as e:
-        raise click.BadParameter(f"cannot read {value}: {e.strerror}", param_hint="--seal-key-file") from None
-    layout.take_key(data)
 
 
 def _submission(path: Path, scratch: Path) -> Path:
@@ -98,28 +88,6 @@ def _submission(path: Path, scratch: Path) -> Path:
     if not any((path / f"{m}.py").is_file() for m in MODULES):
         raise click.BadParameter(f"{given} holds none of the lab's files ({', '.join(m + '.py' for m in MODULES)})", param_hint="--submission")
     return path.resolve()
-
-
-def grading_options(command):
-    """--seed, the limits and --quick: the same for one submission (`check`) and a class (`batch`)."""
-    options = [
-        click.option("--seed", default=None,
-                     help="Hidden seed for the cases' random inputs (or ATTNLAB_SEED); instructors rotate it."),
-        click.option("--case-timeout", type=float, default=Limits.case_timeout, show_default=True,
-                     help="Seconds one case may run."),
-        click.option("--piece-timeout", type=float, default=Limits.piece_timeout, show_default=True,
-                     help="Seconds one piece's process may run."),
-        click.option("--memory-gb", type=float, default=Limits.memory_gb, show_default=True,
-                     help="Address-space cap of each piece's process."),
-        click.option("--quick", is_flag=True, help="Leave out the two slow training cases (decoder's and luong's, "
-                     "about 30 s each): not a grade, a faster check while you work."),
-        click.option("--seal-key-file", default=None, expose_value=False, callback=_seal_key, is_eager=True,
-                     help="Read the key of grader/sealed.bin from this file ('-': standard input) instead of "
-                          "ATTNLAB_SEAL_KEY; either way no graded code can read it."),
-    ]
-    for option in reversed(options):  # applied bottom-up, so --help lists them in this order
-        command = option(command)
-    return command
 
 
 @cli.command()
@@ -175,102 +143,7 @@ def check(pieces: tuple[str, ...], submission: Path, fmt: str, out: Path | None,
     sys.exit(code)
 
 
-class BatchGroup(click.Group):
-    """`grade batch SUBMISSIONS...` regrades; `grade batch merge PARTS...` merges the shards' parts."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if not args or args[0] not in self.commands:
-            args = ["class", *args]
-        return super().parse_args(ctx, args)
-
-
-class ClassCommand(click.Command):
-    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        formatter.write_usage("grade batch", " ".join(self.collect_usage_pieces(ctx)))
-
-
-def _shard(ctx: click.Context, param: click.Parameter, value: str | None):
-    from grader.regrade import shard
-
-    try:
-        return shard.parse(value) if value is not None else None
-    except shard.ShardError as e:
-        raise click.BadParameter(str(e), param_hint="--shard") from None
-
-
-def _deadline(ctx: click.Context, param: click.Parameter, value: str | None):
-    from grader.regrade import deadline
-
-    try:
-        return deadline.parse(value) if value is not None else None
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--before") from None
-
-
-@cli.group(cls=BatchGroup)
-def batch() -> None:
-    """Regrade a class (`grade batch SUBMISSIONS...`), or merge its shards (`grade batch merge PARTS...`)."""
-
-
-@batch.command("class", cls=ClassCommand, hidden=True)
-@click.argument("submissions", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=Path("grades.csv"), show_default=True,
-              help="CSV gradebook: student, piece scores, total; its reports, code, manifest and class reports "
-                   "go beside it.")
-@click.option("--reports", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Folder for one JSON report per student (default: next to the CSV).")
-@click.option("--jobs", "-j", type=int, default=None, help="Submissions graded at once (default: the number of cores).")
-@click.option("--shard", "shard_spec", default=None, callback=_shard, metavar="K/N",
-              help="Grade only part K of N (the same student always in the same part of a class list); auto/N "
-                   "takes K from a Slurm job array or a Kubernetes Indexed Job. Then `grade batch merge`.")
-@click.option("--before", "deadline", default=None, callback=_deadline, metavar="DATETIME",
-              help="Grade each repository at its last commit before this time (ISO 8601 with its zone, e.g. "
-                   "2026-12-01T23:59:00-05:00); later commits are not graded, and the row says so.")
-@click.option("--release", type=click.Path(path_type=Path, file_okay=False, exists=True), default=None,
-              help="The student release the class was given (grade release student OUT): the gradebook's "
-                   "release_files column names every repository whose workflow, grader or other release files differ.")
-@grading_options
-def batch_class(submissions: tuple[Path, ...], out: Path, reports: Path | None, jobs: int | None, release: Path | None,
-                shard_spec, deadline, quick: bool, seed: str | None, case_timeout: float, piece_timeout: float,
-                memory_gb: float) -> None:
-    """Regrade a class: per student a repository, its exercises/ folder, a .zip or a .ipynb, in parallel; or a
-    folder of them, as `gh classroom clone student-repos` writes. Links in a submission are never followed. A
-    rerun resumes: a student already graded with the same inputs keeps their row. `grade batch merge PARTS...`
-    makes the shards' parts one gradebook."""
-    import os
-
-    from grader.verbs import batch as verb
-    from grader.verbs.grade import resolve_seed
-
-    missing = [str(p) for p in submissions if not os.path.lexists(p)]  # a dangling link is a student's error row
-    if missing:
-        raise click.BadParameter(f"not found: {', '.join(missing)}", param_hint="SUBMISSIONS")
-    try:
-        graded, bad = verb.main(submissions=list(submissions), out=out, reports=reports,
-                                jobs=jobs or verb.default_jobs(), seed=resolve_seed(seed), release=release,
-                                shard=shard_spec, before=deadline, limits=Limits(case_timeout, piece_timeout,
-                                                                                 memory_gb, quick))
-    except verb.ReportsFolder as e:
-        raise click.BadParameter(str(e), param_hint="--reports") from None
-    part = f"shard {shard_spec}: " if shard_spec else ""
-    click.echo(f"{part}graded {graded} submission(s), {bad} unreadable; gradebook: {out}")
-
-
-@batch.command("merge")
-@click.argument("parts", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
-@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=Path("grades.csv"), show_default=True,
-              help="The class's one gradebook; its reports, code, manifest, class and similarity reports go beside it.")
-def batch_merge(parts: tuple[Path, ...], out: Path) -> None:
-    """Merge the parts `grade batch --shard K/N` wrote (their CSVs, or folders holding them) into one gradebook,
-    byte for byte the one an unsharded run writes. Refuses a missing shard (naming its students), a shard given
-    twice, and parts of different runs."""
-    from grader.verbs import merge as verb
-
-    try:
-        graded, bad, said = verb.main(parts=list(parts), out=out)
-    except verb.MergeError as e:
-        raise click.ClickException(str(e)) from None
-    click.echo(f"merged {graded + bad} student(s) ({graded} graded, {bad} unreadable) into {out}; {said}")
+cli.add_command(batch)
 
 
 def instructor_only(what: str) -> None:

@@ -6,7 +6,9 @@
 - grades-journal.jsonl: every finished row with the digest of its inputs, appended and flushed as it
   finishes, so that a rerun of a killed run grades only what is left;
 - grades-manifest.json: what run it was (the shard, the class list's digest, the grader's and the cases'
-  digests, the seed's digest: the seed itself is secret) and every student's row and how it ended.
+  digests, the seed's digest: the seed itself is secret) and every student's row and how it ended (and, with
+  --roster, its students' roster details, for the Classroom 50 scores.csv);
+- with --scores-csv PATH, the gradebook again with Classroom 50's scores.csv columns (grader/regrade/scores.py).
 The merge (grader/regrade/merge.py) checks the manifests agree and writes the same CSV from their rows.
 """
 from __future__ import annotations
@@ -243,8 +245,10 @@ def ended(row: dict) -> str:
 
 
 def write_manifest(files: Files, *, shard: tuple[int, int] | None, names: list[str], class_digest: str,
-                   setting: dict, rows: list[dict] | None, finished: bool, resumed: int = 0) -> None:
-    """The manifest of a run (rows None: still running)."""
+                   setting: dict, rows: list[dict] | None, finished: bool, resumed: int = 0,
+                   roster: dict[str, dict] | None = None) -> None:
+    """The manifest of a run (rows None: still running); `roster`: its students' roster details (username, names,
+    email, section, order), for the Classroom 50 scores.csv a merge writes."""
     data = {
         "format": FORMAT,
         "shard": list(shard) if shard else None,
@@ -257,6 +261,8 @@ def write_manifest(files: Files, *, shard: tuple[int, int] | None, names: list[s
         "resumed": resumed,
         "students": {r["student"]: {"ended": ended(r), "row": r} for r in order(rows or [])},
     }
+    if roster is not None:
+        data["roster"] = roster
     tmp = files.manifest.with_name(files.manifest.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, files.manifest)

@@ -168,7 +168,7 @@ def checkout(repo: Path, before: datetime, into: Path) -> tuple[Path, Commit]:
     git_dir = repo / ".git"
     if is_link(repo) or is_link(git_dir) or not git_dir.is_dir():
         raise Refused("is not a git repository (no .git folder): --before grades each repository at a commit; "
-                      "give the folder `gh classroom clone student-repos` writes, or leave out --before")
+                      "give the clones `grade batch collect` or `gh teacher download` writes, or leave out --before")
     into.mkdir(parents=True)
     env, clone = _env(into), into / "clone"
     source = _copy_git(git_dir, into / "source.git")

@@ -2,15 +2,14 @@
 
 The submissions are untrusted input to an unjailed process that has the reference beside it: they are
 read through grader/verbs/intake.py (no links, capped sizes, notebooks and zips parsed in a capped child), every
-row is named uniquely after its repository with its path beside it, every text cell is neutralised for
-spreadsheets, and each row reaches the disk as it finishes.
+row is named uniquely after its repository (with a roster, by username: grader/regrade/classlist.py) with its
+path beside it, every text cell is neutralised for spreadsheets, and each row reaches the disk as it finishes.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -21,8 +20,22 @@ from datetime import datetime
 from pathlib import Path
 
 from grader.regrade import book, deadline
+from grader.regrade import roster as rosters
+from grader.regrade import scores as classroom50
 from grader.regrade.book import cell  # noqa: F401 - the name callers and tests know
-from grader.regrade.shard import Shard, class_digest, members
+from grader.regrade.classlist import (  # noqa: F401 - the names callers and tests know
+    EXERCISES,
+    ClassList,
+    base_name,
+    class_list,
+    collect,
+    holds_lab,
+    is_submission,
+    slug,
+    student_name,
+    student_names,
+)
+from grader.regrade.shard import Shard
 from grader.runner import report
 from grader.runner.schedule import Grading
 from grader.runner.stage import stage
@@ -32,7 +45,6 @@ from grader.verbs.intake import (
     MAX_ZIP,
     NOTEBOOK,
     Refused,
-    is_link,
     no_link,
     parse,
     snapshot,
@@ -46,87 +58,6 @@ BadSubmission = Refused  # the name callers and tests know
 
 class ReportsFolder(ValueError):
     """A --reports folder where the students' reports would meet the gradebook's own files."""
-EXERCISES = "exercises"
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-_WINDOWS_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)), *(f"LPT{i}" for i in range(10))}
-
-
-# --- which submissions, named how ---------------------------------------------------------------
-
-def holds_lab(folder: Path) -> bool:
-    """A folder laid out like exercises/ (a lab file or the notebook, even a broken one or a link)."""
-    return any(os.path.lexists(folder / name) for name in LAB_FILES)
-
-
-def is_submission(path: Path) -> bool:
-    """A .zip, a .ipynb, a folder laid out like exercises/ or a repository holding exercises/."""
-    if not path.is_dir() or is_link(path):
-        return True  # a file or a link is one submission (a link becomes an error row, never followed)
-    return holds_lab(path) or os.path.lexists(path / EXERCISES)
-
-
-def collect(paths: list[Path]) -> list[Path]:
-    """The submissions given: each path is one; but where none of them is a submission or a git repository
-    (the folder `gh classroom clone student-repos` writes, or one per section), each stands for its entries:
-    folders, .zip and .ipynb files, one level, never deeper. The same path twice is graded once."""
-    found: dict[str, Path] = {}
-    # Only when no path given is a submission itself: a student's own folder given among others is one
-    # row (an error row if it holds nothing), never a source of rows named after folders of its choosing.
-    folders = not any(is_submission(p) or os.path.lexists(p / ".git") for p in paths)
-    for path in paths:
-        entries = [path]
-        if folders:
-            inner = sorted(p for p in path.iterdir() if not p.name.startswith(".")
-                           and (p.is_dir() or p.suffix in (".zip", ".ipynb") or is_link(p)))
-            entries = inner or [path]
-        for p in entries:
-            found.setdefault(os.path.normcase(os.path.abspath(p)), p)
-    return list(found.values())
-
-
-def base_name(path: Path) -> str:
-    """The student a path stands for: the repository's folder for `repo/exercises` and `repo/exercises/lesson.ipynb`,
-    a file's stem, else the folder's name."""
-    parts = Path(os.path.abspath(path)).parts
-    last = len(parts) - 1
-    if parts[last] == NOTEBOOK and last > 0:
-        last -= 1
-    while last > 0 and parts[last] == EXERCISES:
-        last -= 1
-    name = parts[last]
-    return name[: -len(Path(name).suffix)] if last == len(parts) - 1 and Path(name).suffix in (".zip", ".ipynb") else name
-
-
-def slug(name: str) -> str:
-    """A name safe as a file name everywhere and as a spreadsheet cell: [A-Za-z0-9._-], never leading . or -."""
-    s = _UNSAFE.sub("_", name)[:80]
-    s = re.sub(r"^[.-]", "_", s) or "student"
-    return "_" + s if s.split(".")[0].upper() in _WINDOWS_RESERVED else s
-
-
-def student_names(paths: list[Path]) -> dict[Path, str]:
-    """A unique name per submission, the same for the same set of paths in any order: its slug, or where
-    slugs collide (case aside: report files share a folder), the slug and -2, -3, ... in the order of paths."""
-    slugs = {p: slug(base_name(p)) for p in paths}
-    count: dict[str, int] = {}
-    for s in slugs.values():
-        count[s.lower()] = count.get(s.lower(), 0) + 1
-    used = {s.lower() for s in slugs.values() if count[s.lower()] == 1}
-    names = {p: s for p, s in slugs.items() if count[s.lower()] == 1}
-    for p in sorted((p for p in paths if p not in names), key=lambda p: (os.path.abspath(p), str(p))):
-        name, n = slugs[p], 1
-        while name.lower() in used:
-            n += 1
-            name = f"{slugs[p]}-{n}"
-        used.add(name.lower())
-        names[p] = name
-    return names
-
-
-def student_name(path: Path) -> str:
-    return slug(base_name(path))
-
-
 # --- reading one submission ---------------------------------------------------------------------
 
 def locate(path: Path) -> Path:
@@ -229,9 +160,11 @@ def keep_code(staged: Path, into: Path) -> None:
 def main(
     *, submissions: list[Path], out: Path, reports: Path | None, jobs: int, seed: str, limits: Limits,
     progress: bool = True, release: Path | None = None, shard: Shard | None = None, before: datetime | None = None,
+    roster: rosters.Roster | None = None, prefix: str = "", scores: Path | None = None,
 ) -> tuple[int, int]:
     """Grade every submission (or `shard`'s part of them); returns (graded, unreadable). One broken submission
-    never stops the batch, and a rerun takes every row the journal holds for the same inputs as it is.
+    never stops the batch, and a rerun takes every row the journal holds for the same inputs as it is. With a
+    `roster`, its students are the class (see class_list); `scores`: Classroom 50's scores.csv, too.
 
     The class is graded piece by piece, as `grade` grades one submission: every student's unit cases of one
     piece (up to `jobs` at once, so the workers that run together hold the same reference), the pieces in
@@ -248,21 +181,20 @@ def main(
     dropped = drop_page_cache()
     if progress:
         print(dropped, file=sys.stderr)
-    paths = collect(list(submissions))
-    names = student_names(paths)
-    everyone = list(names.values())
-    if shard:
-        part = set(members(everyone, shard))
-        paths = [p for p in paths if names[p] in part]
+    whole = class_list(submissions, roster, prefix)
+    klass = whole.part(shard)
+    paths, names, everyone = klass.paths, klass.names, klass.everyone
+    for line in klass.said if progress else []:
+        print(line, file=sys.stderr)
     digests = release_files.release_digests(release) if release else None
     setting = book.settings(
         seed=seed, quick=limits.quick, before=deadline.iso(before) if before else None,
         limits={"case_timeout": limits.case_timeout, "piece_timeout": limits.piece_timeout, "memory_gb": limits.memory_gb},
         release=hashlib.sha256(json.dumps(digests, sort_keys=True).encode()).hexdigest() if digests else None,
         pieces=list(PIECES))
-    part_of, klass = [shard.k, shard.n] if shard else None, class_digest(everyone)
-    journal = book.Journal(files.journal, {"shard": part_of, "class": klass, **setting})
-    manifest = dict(shard=part_of, names=everyone, class_digest=klass, setting=setting)
+    part_of = [shard.k, shard.n] if shard else None
+    journal = book.Journal(files.journal, {"shard": part_of, "class": klass.digest, **setting})
+    manifest = dict(shard=part_of, names=everyone, class_digest=klass.digest, setting=setting, roster=klass.roster)
     book.write_manifest(files, rows=None, finished=False, **manifest)
     gradebook = book.Gradebook(files, limits.quick, list(PIECES), journal)
     local = threading.local()
@@ -273,7 +205,7 @@ def main(
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(paths), desc=f"grading{f' shard {shard}' if shard else ''}", unit="submission")
+        bar = tqdm(total=len(paths) + len(klass.missing), desc=f"grading{f' shard {shard}' if shard else ''}", unit="submission")
 
     def zygote() -> Zygote:
         """This thread's fork server, started at its first piece."""
@@ -389,6 +321,12 @@ def main(
                 if last:
                     done(path)
 
+        for name, why in sorted(klass.missing.items()):  # on the roster, and no repository to grade
+            (files.reports / f"{name}.json").write_text(json.dumps({"student": name, "path": "", "error": why},
+                                                                   indent=2) + "\n")
+            remove(files.code / name)
+            add({**error_row(name, why), "path": "",
+                 "release_files": "n/a (no repository)" if digests else "not checked (no --release)"})
         try:
             list(pool.map(read, range(len(paths)), paths))
             for piece in run_order(list(PIECES)):
@@ -407,6 +345,8 @@ def main(
     gradebook.finish()
     journal.close()
     book.write_manifest(files, rows=gradebook.rows, finished=True, resumed=resumed[0], **manifest)
+    if scores is not None:
+        classroom50.write(scores, gradebook.rows, klass.roster, gradebook.mode)
     if shard is None:
         class_reports(files, gradebook.rows, progress)
     bad = sum(1 for r in gradebook.rows if r["status"].startswith("error"))

@@ -1,0 +1,200 @@
+"""`grade batch`: regrade a class, clone it, merge its shards; thin click wrappers around grader/verbs/batch.py,
+grader/regrade/collect.py and grader/verbs/merge.py (`grade` itself is grader/cli.py)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from grader.cli_options import grading_options
+from grader.runner.results import Limits
+
+
+class BatchGroup(click.Group):
+    """`grade batch SUBMISSIONS...` regrades; `grade batch collect DEST` clones the class; `grade batch merge
+    PARTS...` merges the shards' parts."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or args[0] not in self.commands:
+            args = ["class", *args]
+        return super().parse_args(ctx, args)
+
+
+class ClassCommand(click.Command):
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage("grade batch", " ".join(self.collect_usage_pieces(ctx)))
+
+
+def _shard(ctx: click.Context, param: click.Parameter, value: str | None):
+    from grader.regrade import shard
+
+    try:
+        return shard.parse(value) if value is not None else None
+    except shard.ShardError as e:
+        raise click.BadParameter(str(e), param_hint="--shard") from None
+
+
+def _deadline(ctx: click.Context, param: click.Parameter, value: str | None):
+    from grader.regrade import deadline
+
+    try:
+        return deadline.parse(value) if value is not None else None
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--before") from None
+
+
+def _roster(ctx: click.Context, param: click.Parameter, value: Path | None):
+    from grader.regrade import roster
+
+    try:
+        return roster.read(value) if value is not None else None
+    except roster.RosterError as e:
+        raise click.BadParameter(str(e), param_hint="--roster") from None
+
+
+def _prefix(ctx: click.Context, param: click.Parameter, value: str | None):
+    from grader.regrade import roster
+
+    try:
+        return roster.check_prefix(value) if value is not None else None
+    except roster.RosterError as e:
+        raise click.BadParameter(str(e), param_hint="--prefix") from None
+
+
+def roster_options(command):
+    """--roster and --prefix: the class from a roster, each student's repository PREFIX + username."""
+    options = [
+        click.option("--roster", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
+                     callback=_roster, help="The class list: Classroom 50's roster.csv (its students) or one GitHub "
+                     "username a line (# comments)."),
+        click.option("--prefix", default=None, callback=_prefix, metavar="PREFIX",
+                     help="Student U's repository is PREFIX + U, lowercased (Classroom 50: "
+                          "<classroom>-<assignment>-, e.g. fall26-attention-lab-)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@click.group(cls=BatchGroup)
+def batch() -> None:
+    """Regrade a class (`grade batch SUBMISSIONS...`), clone it (`grade batch collect DEST`), or merge its shards
+    (`grade batch merge PARTS...`)."""
+
+
+@batch.command("class", cls=ClassCommand, hidden=True)
+@click.argument("submissions", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=Path("grades.csv"), show_default=True,
+              help="CSV gradebook: student, piece scores, total; its reports, code, manifest and class reports "
+                   "go beside it.")
+@click.option("--reports", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Folder for one JSON report per student (default: next to the CSV).")
+@click.option("--jobs", "-j", type=int, default=None, help="Submissions graded at once (default: the number of cores).")
+@click.option("--shard", "shard_spec", default=None, callback=_shard, metavar="K/N",
+              help="Grade only part K of N (the same student always in the same part of a class list); auto/N "
+                   "takes K from a Slurm job array or a Kubernetes Indexed Job. Then `grade batch merge`.")
+@click.option("--before", "deadline", default=None, callback=_deadline, metavar="DATETIME",
+              help="Grade each repository at its last commit before this time (ISO 8601 with its zone, e.g. "
+                   "2026-12-01T23:59:00-05:00); later commits are not graded, and the row says so.")
+@click.option("--release", type=click.Path(path_type=Path, file_okay=False, exists=True), default=None,
+              help="The student release the class was given (grade release student OUT): the gradebook's "
+                   "release_files column names every repository whose workflow, grader or other release files differ.")
+@roster_options
+@click.option("--scores-csv", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Also write the gradebook with Classroom 50's scores.csv columns here.")
+@grading_options
+def batch_class(submissions: tuple[Path, ...], out: Path, reports: Path | None, jobs: int | None, release: Path | None,
+                shard_spec, deadline, roster, prefix: str | None, scores_csv: Path | None, quick: bool,
+                seed: str | None, case_timeout: float, piece_timeout: float, memory_gb: float) -> None:
+    """Regrade a class: per student a repository, its exercises/ folder, a .zip or a .ipynb, in parallel; or a
+    folder of them, as `grade batch collect` and `gh teacher download` write. With --roster and --prefix the class
+    is the roster's students: one without a repository gets an error row, a repository of no student's is left
+    out. Links in a submission are never followed. A rerun resumes: a student already graded with
+    the same inputs keeps their row. `grade batch merge PARTS...` makes the shards' parts one gradebook."""
+    import os
+
+    from grader.verbs import batch as verb
+    from grader.verbs.grade import resolve_seed
+
+    missing = [str(p) for p in submissions if not os.path.lexists(p)]  # a dangling link is a student's error row
+    if missing:
+        raise click.BadParameter(f"not found: {', '.join(missing)}", param_hint="SUBMISSIONS")
+    if (roster is None) != (prefix is None):
+        raise click.UsageError("--roster and --prefix go together: student U's repository is PREFIX + U (--prefix '' "
+                               "where the folders are named by username alone)")
+    if scores_csv is not None and os.path.abspath(scores_csv) == os.path.abspath(out):
+        raise click.BadParameter("is the gradebook itself: give the scores.csv a path of its own",
+                                 param_hint="--scores-csv")
+    try:
+        graded, bad = verb.main(submissions=list(submissions), out=out, reports=reports,
+                                jobs=jobs or verb.default_jobs(), seed=resolve_seed(seed), release=release,
+                                shard=shard_spec, before=deadline, limits=Limits(case_timeout, piece_timeout,
+                                                                                 memory_gb, quick),
+                                roster=roster, prefix=prefix or "", scores=scores_csv)
+    except verb.ReportsFolder as e:
+        raise click.BadParameter(str(e), param_hint="--reports") from None
+    part = f"shard {shard_spec}: " if shard_spec else ""
+    also = f"; scores.csv: {scores_csv}" if scores_csv else ""
+    click.echo(f"{part}graded {graded} submission(s), {bad} unreadable; gradebook: {out}{also}")
+
+
+@batch.command("collect")
+@click.argument("dest", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--org", required=True, help="The GitHub organization (or user) that holds the students' repositories.")
+@roster_options
+@click.option("--jobs", "-j", type=click.IntRange(1, 16), default=4, show_default=True,
+              help="Repositories cloned at once.")
+def batch_collect(dest: Path, org: str, roster, prefix: str | None, jobs: int) -> None:
+    """Clone the class into DEST with the GitHub CLI (gh repo clone ORG/PREFIX+username, whole history): each
+    roster student's repository, or without --roster every repository of ORG starting with PREFIX (gh repo list).
+    A rerun keeps the clones already there. Students without a repository are listed at the end, one a line."""
+    from grader.regrade import collect as verb
+    from grader.regrade.roster import RosterError
+
+    if prefix is None:
+        raise click.UsageError("--prefix is needed: student U's repository is ORG/PREFIX + U, e.g. --prefix "
+                               "fall26-attention-lab-")
+    try:
+        done = verb.main(dest=dest, org=org, prefix=prefix, roster=roster, jobs=jobs,
+                         say=lambda line: click.echo(line, err=True))
+    except RosterError as e:
+        raise click.BadParameter(str(e)) from None
+    except verb.GhError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"{dest}: {len(done.cloned)} cloned, {len(done.kept)} already there, {len(done.missing)} without a "
+               f"repository, {len(done.failed)} not cloned, of {done.students} student(s)")
+    for student, repo in done.missing:
+        click.echo(f"no repository: {student} (expected {org}/{repo})")
+    for student, repo, why in done.failed:
+        click.echo(f"not cloned: {student} ({org}/{repo}): {why}")
+    if done.failed:
+        sys.exit(1)
+
+
+@batch.command("merge")
+@click.argument("parts", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=Path("grades.csv"), show_default=True,
+              help="The class's one gradebook; its reports, code, manifest, class and similarity reports go beside it.")
+@click.option("--scores-csv", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Also write the gradebook with Classroom 50's scores.csv columns here.")
+def batch_merge(parts: tuple[Path, ...], out: Path, scores_csv: Path | None) -> None:
+    """Merge the parts `grade batch --shard K/N` wrote (their CSVs, or folders holding them) into one gradebook,
+    byte for byte the one an unsharded run writes. Refuses a missing shard (naming its students), a shard given
+    twice, and parts of different runs."""
+    import os
+
+    from grader.verbs import merge as verb
+
+    if scores_csv is not None and os.path.abspath(scores_csv) == os.path.abspath(out):
+        raise click.BadParameter("is the gradebook itself: give the scores.csv a path of its own",
+                                 param_hint="--scores-csv")
+    try:
+        graded, bad, said = verb.main(parts=list(parts), out=out)
+    except verb.MergeError as e:
+        raise click.ClickException(str(e)) from None
+    if scores_csv is not None:
+        from grader.regrade import scores
+
+        said += f"; scores.csv: {scores.from_parts(scores_csv, list(parts))}"
+    click.echo(f"merged {graded + bad} student(s) ({graded} graded, {bad} unreadable) into {out}; {said}")

@@ -1,0 +1,43 @@
+"""Options the `grade` command's verbs share: the grading options of `grade` (check) and `grade batch`."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from grader.runner.results import Limits
+
+
+def _seal_key(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is None:
+        return
+    from grader.runner import layout
+
+    try:
+        data = sys.stdin.buffer.read() if value == "-" else Path(value).read_bytes()
+    except OSError as e:
+        raise click.BadParameter(f"cannot read {value}: {e.strerror}", param_hint="--seal-key-file") from None
+    layout.take_key(data)
+
+
+def grading_options(command):
+    """--seed, the limits and --quick: the same for one submission (`check`) and a class (`batch`)."""
+    options = [
+        click.option("--seed", default=None,
+                     help="Hidden seed for the cases' random inputs (or ATTNLAB_SEED); instructors rotate it."),
+        click.option("--case-timeout", type=float, default=Limits.case_timeout, show_default=True,
+                     help="Seconds one case may run."),
+        click.option("--piece-timeout", type=float, default=Limits.piece_timeout, show_default=True,
+                     help="Seconds one piece's process may run."),
+        click.option("--memory-gb", type=float, default=Limits.memory_gb, show_default=True,
+                     help="Address-space cap of each piece's process."),
+        click.option("--quick", is_flag=True, help="Leave out the two slow training cases (decoder's and luong's, "
+                     "about 30 s each): not a grade, a faster check while you work."),
+        click.option("--seal-key-file", default=None, expose_value=False, callback=_seal_key, is_eager=True,
+                     help="Read the key of grader/sealed.bin from this file ('-': standard input) instead of "
+                          "ATTNLAB_SEAL_KEY; either way no graded code can read it."),
+    ]
+    for option in reversed(options):  # applied bottom-up, so --help lists them in this order
+        command = option(command)
+    return command

@@ -1,0 +1,152 @@
+"""`grade batch collect DEST --org ORG --prefix PREFIX [--roster FILE]`: the class's repositories, cloned with the
+GitHub CLI's ordinary commands, into DEST/<repository>/, each with its whole history (`--before` reads it).
+
+- With a roster, each student's repository is ORG/PREFIX+username (lowercased, as Classroom 50 names them);
+  without one, `gh repo list ORG` names the repositories and those starting with PREFIX are taken (the template
+  too, if its name starts with PREFIX: a roster is the class list, a prefix only a guess at it).
+- Each is cloned with `gh repo clone ORG/REPO`, into a hidden folder first and renamed when whole, so an
+  interrupted run never leaves a half clone that looks like a student's. A clone already in DEST is kept: a
+  rerun clones only what is missing (delete a folder to clone it again).
+- A student whose repository does not exist (never accepted, or a typo in the roster) is listed at the end, one
+  line each, and the rest go on; so is a clone that failed for another reason, and then the exit code is 1.
+- gh missing, not logged in, or ORG or PREFIX finding nothing at all: one line, nothing cloned.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.regrade import roster as rosters
+from grader.verbs.intake import is_link
+
+GH_SECONDS = 900  # one repository's clone (a lab repository's history is a few MB)
+LIST_LIMIT = 10_000
+REPOSITORY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")  # a name GitHub gives a repository, never a path
+NOT_FOUND = ("Could not resolve to a Repository", "Repository not found", "HTTP 404")  # gh's and git's words
+NOT_LOGGED_IN = 4  # gh's exit code where it needs a login
+
+
+class GhError(Exception):
+    """gh cannot collect the class at all; str() is the one line the command prints."""
+
+
+@dataclass
+class Outcome:
+    """What a collect did: repositories (by name) cloned and kept, and (student, repository[, why]) not cloned."""
+
+    students: int = 0
+    cloned: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    missing: list[tuple[str, str]] = field(default_factory=list)
+    failed: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+def _gh() -> str:
+    path = shutil.which("gh")
+    if path is None:
+        raise GhError("the GitHub CLI (gh) is not on PATH: install it (https://cli.github.com), then `gh auth login`")
+    return path
+
+
+def _run(args: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GH_PROMPT_DISABLED": "1", "GIT_TERMINAL_PROMPT": "0", "NO_COLOR": "1"}
+    try:
+        return subprocess.run([_gh(), *args], capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env,
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(args, 124, "", f"gh {args[0]} {args[1]} took over {timeout:.0f} s")
+
+
+def _last(done: subprocess.CompletedProcess) -> str:
+    lines = [line.strip() for line in (done.stderr + "\n" + done.stdout).splitlines() if line.strip()]
+    return (lines[-1] if lines else f"exit code {done.returncode}")[:300]
+
+
+def check_login() -> None:
+    """gh is there and logged in (`gh auth status`: a login, or a token in GH_TOKEN)."""
+    done = _run(["auth", "status"])
+    if done.returncode:
+        raise GhError(f"gh is not logged in to GitHub ({_last(done)}): run `gh auth login`, or set GH_TOKEN to a "
+                      "token that can read the class's repositories")
+
+
+def listed(org: str, prefix: str) -> list[str]:
+    """The repositories of `org` whose name starts with `prefix` (case aside), by `gh repo list`."""
+    done = _run(["repo", "list", org, "--limit", str(LIST_LIMIT), "--json", "name"])
+    if done.returncode:
+        raise GhError(f"gh repo list {org} failed: {_last(done)}")
+    try:
+        names = [item["name"] for item in json.loads(done.stdout)]
+    except (ValueError, TypeError, KeyError):
+        raise GhError(f"gh repo list {org} answered what is not a list of repositories") from None
+    return sorted({n for n in names if isinstance(n, str) and REPOSITORY.fullmatch(n)
+                   and n.lower().startswith(prefix.lower())})
+
+
+def clone(org: str, repo: str, dest: Path) -> tuple[str, str]:
+    """("cloned" | "kept" | "missing" | "failed", why) for ORG/REPO cloned into DEST/REPO."""
+    target = dest / repo
+    if os.path.lexists(target):
+        if not is_link(target) and (target / ".git").is_dir():
+            return "kept", ""
+        return "failed", f"{target} is there and is not a clone: move it away"
+    partial = dest / f".{repo}.partial"  # hidden: grade batch never takes it for a student
+    shutil.rmtree(partial, ignore_errors=True)
+    done = _run(["repo", "clone", f"{org}/{repo}", str(partial)], GH_SECONDS)
+    if done.returncode == 0 and (partial / ".git").is_dir():
+        os.rename(partial, target)
+        return "cloned", ""
+    shutil.rmtree(partial, ignore_errors=True)
+    if done.returncode == NOT_LOGGED_IN:
+        raise GhError(f"gh is not logged in to GitHub ({_last(done)}): run `gh auth login`, or set GH_TOKEN")
+    text = done.stderr + done.stdout
+    return ("missing", "") if any(word in text for word in NOT_FOUND) else ("failed", _last(done))
+
+
+def main(*, dest: Path, org: str, prefix: str, roster: rosters.Roster | None = None, jobs: int = 4,
+         say: Callable[[str], None] = lambda line: None) -> Outcome:
+    """Clone the class into `dest`; `say` gets a line as each repository is done."""
+    rosters.check_org(org)
+    rosters.check_prefix(prefix)
+    if os.path.lexists(dest) and (is_link(dest) or not dest.is_dir()):
+        raise GhError(f"{dest} is not a folder: give the folder the class is cloned into")
+    check_login()
+    if roster is not None:
+        wanted = [(e.username, rosters.repository(prefix, e.username)) for e in roster.students]
+    else:
+        repos = listed(org, prefix)
+        if not repos:
+            raise GhError(f"no repository of {org} starts with {prefix!r}: check --org and --prefix (gh repo list "
+                          f"{org} lists what the token can read)")
+        wanted = [(repo[len(prefix):] or repo, repo) for repo in repos]
+    dest.mkdir(parents=True, exist_ok=True)
+    outcome = Outcome(students=len(wanted))
+
+    def one(item: tuple[str, str]) -> tuple[str, str, str, str]:
+        student, repo = item
+        how, why = clone(org, repo, dest)
+        if how in ("cloned", "kept"):
+            say(f"{how}: {org}/{repo}")
+        return student, repo, how, why
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for student, repo, how, why in pool.map(one, wanted):
+            if how == "cloned":
+                outcome.cloned.append(repo)
+            elif how == "kept":
+                outcome.kept.append(repo)
+            elif how == "missing":
+                outcome.missing.append((student, repo))
+            else:
+                outcome.failed.append((student, repo, why))
+    if roster is not None and not outcome.cloned and not outcome.kept and not outcome.failed:
+        raise GhError(f"none of the roster's {len(wanted)} students has a repository {org}/{prefix}<username>: "
+                      "check --org and --prefix")
+    return outcome

@@ -1,0 +1,97 @@
+"""The regrade's gradebook as Classroom 50's scores.csv (`grade batch ... --scores-csv PATH`, and the merge's).
+
+`gh teacher download` writes a scores.csv of what the per-push runs posted; this one has its columns, in its
+order, so an instructor can set the two side by side (or import either where the other went):
+
+    username,first_name,last_name,email,section,score,max_score,datetime,submission_tag,submitted_by,review_url,late,override
+
+- username: the roster's username (without a roster, the student's name in the gradebook: the repository's);
+  first_name, last_name, email, section: the roster.csv's, where it has them;
+- score, max_score: the regrade's, whole numbers; a roster student with no repository gets a blank score, as
+  Classroom 50 writes for a student who never submitted;
+- datetime: the graded commit's time (`YYYY-MM-DDTHH:MM:SSZ`), known with `--before`, else empty;
+- submission_tag: `regrade` (`regrade-quick` for a --quick dry run, which is not the grade);
+- late: `true` for a repository with no commit before the deadline, `false` for one graded at a commit before
+  it, empty without `--before`; submitted_by, review_url, override: empty.
+
+One line a student, in the roster's order (without a roster, by name); every text cell is neutralised for
+spreadsheets as the gradebook's are.
+"""
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+from grader.regrade import book
+
+COLUMNS = ("username", "first_name", "last_name", "email", "section", "score", "max_score", "datetime",
+           "submission_tag", "submitted_by", "review_url", "late", "override")
+NO_REPOSITORY = "error: no repository"
+
+
+def _whole(value) -> str:
+    try:
+        return str(round(float(value)))
+    except (TypeError, ValueError):
+        return ""
+
+
+def late(row: dict) -> str:
+    status = str(row.get("status", ""))
+    if status.startswith("error: late"):
+        return "true"
+    return "false" if row.get("committed") else ""
+
+
+def lines(rows: list[dict], roster: dict[str, dict] | None, mode: str) -> list[dict]:
+    """The scores.csv lines of the gradebook's `rows`; `roster`: student name -> the roster's details and order."""
+    roster = roster or {}
+    top = next((r["max_score"] for r in book.order(rows) if r.get("max_score") not in (None, "")), 0)
+    order = sorted(rows, key=lambda r: (roster.get(r["student"], {}).get("order", 0), r["student"].lower(),
+                                        r["student"]))
+    out = []
+    for r in order:
+        who = roster.get(r["student"], {})
+        missing = str(r.get("status", "")).startswith(NO_REPOSITORY)
+        out.append({
+            "username": who.get("username", r["student"]),
+            **{k: who.get(k, "") for k in ("first_name", "last_name", "email", "section")},
+            "score": "" if missing else _whole(r.get("total")),
+            "max_score": "" if missing else _whole(r["max_score"] if r.get("max_score") not in (None, "") else top),
+            "datetime": r.get("committed") or "",
+            "submission_tag": "regrade" if mode == "full" else "regrade-quick",
+            "submitted_by": "", "review_url": "", "late": late(r), "override": "",
+        })
+    return out
+
+
+def write(path: Path, rows: list[dict], roster: dict[str, dict] | None, mode: str) -> Path:
+    """Write the scores.csv at `path` in one atomic replace; the same rows give the same bytes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")  # as Classroom 50 writes it
+        writer.writeheader()
+        for line in lines(rows, roster, mode):
+            writer.writerow({k: book.cell(v) for k, v in line.items()})
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def from_parts(path: Path, parts: list[Path]) -> Path:
+    """The scores.csv of a merged class: the rows and roster details of the shards' manifests (`grade batch merge`
+    has checked they are one run's, every shard once)."""
+    from grader.verbs import merge
+
+    rows: list[dict] = []
+    roster: dict[str, dict] = {}
+    mode = "full"
+    for manifest in merge.find(parts):
+        m = merge.load(manifest)
+        rows += [entry["row"] for entry in m["students"].values()]
+        roster.update(m.get("roster") or {})
+        mode = m.get("mode", mode)
+    return write(path, rows, roster, mode)

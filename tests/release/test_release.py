@@ -46,6 +46,7 @@ def test_without_the_key_only_the_public_checks_run_and_say_so(release):
     done = grade_in(rel, "--submission", str(ROOT / "reference"))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Public smoke checks only" in done.stdout and "Total: 6/6" in done.stdout
+    assert "✗" not in done.stdout and "point-free" not in done.stdout  # the pieces checked together too, all passed
     stubs = grade_in(rel, "--submission", "exercises")
     assert stubs.returncode == 1 and "Total: 0/6" in stubs.stdout
 

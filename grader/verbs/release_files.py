@@ -66,16 +66,18 @@ GIT_SECONDS = 60
 
 
 def release_held(release: Path) -> list[str]:
-    """The files the release folder holds, as git would track them there: every file its .gitignore files (and the
-    instructor's global excludes) do not ignore, whether or not the folder is a git repository; where git cannot
-    run, every file outside the build and install byproducts (BYPRODUCTS, *.egg-info)."""
+    """The files the release folder holds, as git would track them in the repository pushed from it: every file its
+    own .gitignore files do not ignore (an instructor's global excludes, which may name *.bin, are not read), whether
+    or not the folder is a git repository; where git cannot run, every file outside the build and install
+    byproducts (BYPRODUCTS, *.egg-info)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}  # no GIT_DIR or GIT_INDEX_FILE of a caller's
     with tempfile.TemporaryDirectory(prefix="attnlab-release-files-") as tmp:
         git = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", f"--git-dir={tmp}"]
         try:  # an empty repository of our own, the release its work tree: all its files are "others"
             subprocess.run([*git, "init", "-q", "--bare"], env=env, capture_output=True, check=True,
                            timeout=GIT_SECONDS)
-            listed = subprocess.run([*git, f"--work-tree={release}", "ls-files", "-z", "--others", "--exclude-standard"],
+            listed = subprocess.run([*git, f"--work-tree={release}", "ls-files", "-z", "--others",
+                                     "--exclude-per-directory=.gitignore"],  # the release's own, not the instructor's
                                     env=env, capture_output=True, check=True, timeout=GIT_SECONDS).stdout
         except (OSError, subprocess.SubprocessError):
             return sorted(rel for rel in _walk(release) if not _byproduct(rel))

@@ -40,10 +40,16 @@ def student_repository(release: Path, into: Path) -> Path:
     return into
 
 
-def test_an_unchanged_repository_reads_unchanged_when_the_release_folder_was_installed_editable(release, tmp_path):
+def test_an_unchanged_repository_reads_unchanged_when_the_release_folder_was_installed_editable(release, tmp_path,
+                                                                                             monkeypatch):
     rel, _ = release
     repo = student_repository(rel, tmp_path / "alice")
     folder = installed_and_run(rel, tmp_path / "release")
+    home = tmp_path / "home"  # the instructor's own global excludes are theirs, not the release's: not read
+    home.mkdir()
+    (home / "ignored").write_text("*.bin\n*.yml\n")
+    (home / ".gitconfig").write_text(f"[core]\n\texcludesFile = {(home / 'ignored').as_posix()}\n")
+    monkeypatch.setenv("HOME", str(home))
     held = release_held(folder)
     assert "grader/cli.py" in held and ".github/workflows/classroom.yml" in held and "grader/sealed.bin" in held
     assert not [f for f in held if "egg-info" in f or "__pycache__" in f or f.startswith(("build/", ".pytest_cache/"))]

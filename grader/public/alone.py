@@ -125,9 +125,10 @@ def with_your_own(request: pytest.FixtureRequest, sub) -> Callable[[Callable], N
             if other is None or other.group(1) == piece:
                 raise  # the piece's own stub: the same message as its other case
             waiting = stubbed(st["submission"], siblings(piece)) or [f"{PIECES[other.group(1)].module}.py"]
+            many = len(files) > 1
             pytest.skip(f"{piece} with your own {listed(files)}: not checked until {listed(waiting)} "
-                        f"{'is' if len(waiting) == 1 else 'are'} written; {PIECES[piece].module}.py alone was checked with the lab's "
-                        f"stand-in{'s' if len(files) > 1 else ''} for {'them' if len(files) > 1 else 'it'}")
+                        f"{'are' if len(waiting) > 1 else 'is'} written; {PIECES[piece].module}.py alone was checked "
+                        f"with the lab's stand-in{'s' if many else ''} for {'them' if many else 'it'}")
         except CaseFailure as e:
             raise CaseFailure(f"with your own {listed(files)}: {e}") from None
 

@@ -26,13 +26,14 @@ REFERENCE = ROOT / "reference"
 UNMASKED = ('scores = scores.masked_fill(~src_mask, float("-inf"))', "scores = scores")  # pads keep their weight
 
 
-def submission(rel: Path, where: Path, reference: tuple[str, ...] = (), edits: dict[str, tuple[str, str]] = {}) -> Path:
+def submission(rel: Path, where: Path, reference: tuple[str, ...] = (), edits: dict[str, tuple[str, str]] | None = None
+               ) -> Path:
     """The release's stubs, with the reference's file for the modules in `reference` and an edited reference file for
     those in `edits` ({module: (old, new)})."""
     shutil.copytree(rel / "exercises", where)
     for module in reference:
         shutil.copyfile(REFERENCE / f"{module}.py", where / f"{module}.py")
-    for module, (old, new) in edits.items():
+    for module, (old, new) in (edits or {}).items():
         text = (REFERENCE / f"{module}.py").read_text()
         assert old in text, (module, old)
         (where / f"{module}.py").write_text(text.replace(old, new))

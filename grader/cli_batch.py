@@ -2,6 +2,7 @@
 grader/regrade/collect.py and grader/verbs/merge.py (`grade` itself is grader/cli.py)."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -16,7 +17,8 @@ class BatchGroup(click.Group):
     PARTS...` merges the shards' parts."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if not args or args[0] not in self.commands:
+        # `class` is the hidden name of the regrade itself: a folder of that name is a class to grade
+        if not args or args[0] not in self.commands or (args[0] == "class" and os.path.lexists(args[0])):
             args = ["class", *args]
         return super().parse_args(ctx, args)
 

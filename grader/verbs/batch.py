@@ -326,7 +326,7 @@ def main(
                                                                    indent=2) + "\n")
             remove(files.code / name)
             add({**error_row(name, why), "path": "",
-                 "release_files": "n/a (no repository)" if digests else "not checked (no --release)"})
+                 "release_files": "n/a (no repository)" if digests is not None else "not checked (no --release)"})
         try:
             list(pool.map(read, range(len(paths)), paths))
             for piece in run_order(list(PIECES)):

@@ -3,11 +3,13 @@
 Three engines, one split: each runs `grade batch --shard K/N` on part K of the class, side by side, then
 `grade batch merge` on the parts (docs/regrade.md):
 
-- OUT/.github/workflows/regrade.yml: GitHub Actions, in the instructor's grading repository (clone, a matrix of
-  shards, merge);
-- OUT/slurm/: a Slurm job array (regrade.sbatch), its merge (merge.sbatch) and submit.sh, which submits both;
-- OUT/kubernetes/: an Indexed Job (regrade-job.yaml), its merge (merge-job.yaml), the shared volume
-  (volume.yaml) and the grader's image (Dockerfile), as examples to adapt.
+- OUT/.github/workflows/regrade.yml: GitHub Actions, in the instructor's grading repository (clone the roster's
+  repositories with `grade batch collect`, a matrix of shards, merge);
+- OUT/slurm/: a Slurm job array (regrade.sbatch), its merge (merge.sbatch) and submit.sh, which clones the class
+  (`grade batch collect`, where ORG is set) and submits both;
+- OUT/kubernetes/: a clone Job (clone-job.yaml: `grade batch collect`), an Indexed Job (regrade-job.yaml), its
+  merge (merge-job.yaml), the shared volume (volume.yaml) and the grader's image (Dockerfile), as examples to
+  adapt.
 
 The templates are instructor-only (grader/templates/regrade/ stays out of a student release: release._PRIVATE).
 """
@@ -25,6 +27,7 @@ FILES: dict[str, str] = {
     "slurm/regrade.sbatch": "slurm/regrade.sbatch",
     "slurm/merge.sbatch": "slurm/merge.sbatch",
     "slurm/submit.sh": "slurm/submit.sh",
+    "kubernetes/clone-job.yaml": "kubernetes/clone-job.yaml",
     "kubernetes/regrade-job.yaml": "kubernetes/regrade-job.yaml",
     "kubernetes/merge-job.yaml": "kubernetes/merge-job.yaml",
     "kubernetes/volume.yaml": "kubernetes/volume.yaml",

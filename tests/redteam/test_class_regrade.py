@@ -508,3 +508,34 @@ def test_files_copied_among_many_students_are_tokenized_once_each_not_once_a_pai
     pairs = similarity.report(_code(tmp_path, students), tmp_path / "similarity.html")
     assert len(pairs) == 10
     assert made.count("piece.py") <= len(students) * len(MODULES), made.count("piece.py")
+
+
+# --- 8. the roster: the class list a student's name or folder must not bend ----------------------------------
+
+def test_a_roster_students_folder_that_links_to_anothers_repository_is_their_error_row_never_the_others_marks(
+        tmp_path, monkeypatch):
+    """mallory's folder, named as her repository, is a link to alice's clone: it is never followed (her row is an
+    error, alice keeps hers); her roster name, a formula across two lines, reaches the scores.csv as one line of
+    text; carol, with no repository, has her row, and zoe's repository, not on the roster, is graded for nobody."""
+    from grader.regrade import roster as rosters
+
+    cls = tmp_path / "class"
+    alice, _ = solved_repo(cls / "lab-alice")
+    (cls / "lab-mallory").symlink_to(alice)
+    solved_repo(cls / "lab-zoe")
+    path = tmp_path / "roster.csv"
+    path.write_text('username,first_name,role\nalice,Alice,student\nmallory,"=HYPERLINK(""http://x"")\n@x",student\n'
+                    "carol,Carol,\n")
+    monkeypatch.setattr(batch_verb, "PIECES", {PIECE: PIECES[PIECE]})
+    out, scores = tmp_path / "book" / "grades.csv", tmp_path / "book" / "scores.csv"
+    batch_verb.main(submissions=[cls], out=out, reports=None, jobs=2, seed="0", limits=QUICK, progress=False,
+                    roster=rosters.read(path), prefix="lab-", scores=scores)
+    rows = {r["student"]: r for r in csv.DictReader(out.open(encoding="utf-8"))}
+    assert sorted(rows) == ["alice", "carol", "mallory"]
+    full(rows["alice"])
+    assert rows["mallory"]["status"].startswith("error: the submission is a symbolic link"), rows["mallory"]
+    assert rows["carol"]["status"] == "error: no repository (expected lab-carol)"
+    assert not (out.parent / "grades-code" / "mallory").exists()
+    lines = scores.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 4, lines  # one line a student: her name's line break is not a new row
+    assert next(csv.reader(lines[2:3]))[:2] == ["mallory", "'=HYPERLINK(\"http://x\") @x"]  # text, not a formula

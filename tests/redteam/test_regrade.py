@@ -113,7 +113,7 @@ def test_a_submission_linked_to_the_reference_at_any_level_gets_an_error_row_nev
         (decoy / f"{m}.py").symlink_to(REFERENCE / f"{m}.py")
     fifo = repo(cls / "lab-faythe", base=EXERCISES)  # a notebook that would block a reader forever
     os.mkfifo(fifo / "exercises" / "lesson.ipynb")
-    rows = batch([cls], tmp_path, monkeypatch)  # the Classroom folder, as gh classroom clone writes it
+    rows = batch([cls], tmp_path, monkeypatch)  # the class's folder, as grade batch collect writes it
     honest(rows["lab-alice"])
     for name in ("lab-mallory", "lab-oscar", "lab-trent", "lab-eve", "peggy", "victor", "lab-walter"):
         refused(rows[name], "symbolic link")
@@ -140,8 +140,9 @@ def test_a_piece_file_linked_to_the_reference_costs_that_piece_as_in_grade(tmp_p
 # ---- 6. the gradebook ------------------------------------------------------------------------------
 
 def test_classroom_repositories_get_a_row_each_named_after_the_repository_with_its_path(tmp_path, monkeypatch):
-    """gh classroom clone student-repos writes one folder per repository: the folder, or each repository,
-    or each exercises/, gives the same rows; a notebook-only student is graded from the notebook."""
+    """A class's folder (the retired Classroom's `<assignment>-submissions/`, `grade batch collect`'s or
+    `gh teacher download`'s) holds one folder per repository: the folder, or each repository, or each exercises/,
+    gives the same rows; a notebook-only student is graded from the notebook."""
     cls = tmp_path / "attention-lab-submissions"
     cls.mkdir()
     alice = repo(cls / "attention-lab-alice")

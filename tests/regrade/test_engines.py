@@ -2,11 +2,13 @@
 Actions workflow, the Slurm job array and the Kubernetes Indexed Job each split the class with
 `grade batch --shard K/N` and join it with `grade batch merge`.
 
-The workflow is linted (GitHub's schema, zizmor), and its step scripts run here with bash as a runner would run
-them, on a class of local git repositories, with a stand-in `gh` (tests/regrade/fakegh/gh) on PATH; the Slurm
-scripts run through a stand-in `sbatch` (fakegh/sbatch) that runs each array task at once; the Kubernetes
-container command runs once per JOB_COMPLETION_INDEX. The end-to-end runs grade with --quick (the workflow's
-`quick` input, GRADE_OPTS elsewhere): the pipeline is the subject, not the training cases.
+Each clones the class from a roster (tests/regrade/roster.csv: four students with a repository, and erin, who has
+none) with `grade batch collect`. The workflow is linted (GitHub's schema, zizmor), and its step scripts run here
+with bash as a runner would run them, on a class of local git repositories served by a stand-in `gh`
+(tests/regrade/fakegh/gh) on PATH; the Slurm scripts run through a stand-in `sbatch` (fakegh/sbatch) that runs
+each array task at once; the Kubernetes clone Job's and Indexed Job's container commands run here, the latter once
+per JOB_COMPLETION_INDEX. The end-to-end runs grade with --quick (the workflow's `quick` input, GRADE_OPTS
+elsewhere): the pipeline is the subject, not the training cases.
 """
 from __future__ import annotations
 
@@ -26,19 +28,21 @@ from grader import REFERENCE, ROOT
 from grader.regrade.shard import assign
 from grader.verbs import engines, release
 
+from .github import FAKES, base_env, commit
+
 yaml = pytest.importorskip("yaml")
 
 TEMPLATES = ROOT / "grader" / "templates" / "regrade"
 WORKFLOW = TEMPLATES / "regrade.yml"
 BIN = Path(sys.executable).parent  # the venv's grade, python, zizmor and check-jsonschema
-FAKES = Path(__file__).parent / "fakegh"
 ZIZMOR_CONFIG = Path(__file__).parent / "zizmor.yml"
 STUB = ROOT / "exercises"
+ROSTER = Path(__file__).parent / "roster.csv"  # in the grading repository, as the workflow's roster input names it
 
-ASSIGNMENT, SLUG = "424242", "attention-lab"
+ORG, PREFIX = "school", "fall26-attention-lab-"
 DEADLINE = "2026-12-01T23:59:00-05:00"
 ON_TIME, LATE = "2026-11-30T12:00:00-05:00", "2026-12-02T09:00:00-05:00"
-SECRETS = {"CLASSROOM_TOKEN": "not-a-real-token", "ATTNLAB_SEED": "class-seed-2026"}
+SECRETS = {"CLASS_TOKEN": "not-a-real-token", "ATTNLAB_SEED": "class-seed-2026"}
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -47,27 +51,7 @@ def workflow() -> dict:
     return yaml.safe_load(WORKFLOW.read_text())
 
 
-def base_env(home: Path) -> dict[str, str]:
-    """A clean environment, as a fresh runner or cluster node has: the stand-ins first on PATH, then the venv."""
-    home.mkdir(parents=True, exist_ok=True)
-    return {"PATH": os.pathsep.join([str(FAKES), str(BIN), os.environ.get("PATH", "/usr/bin:/bin")]),
-            "HOME": str(home), "LANG": "C.UTF-8", "GIT_CONFIG_NOSYSTEM": "1"}
-
-
-# --- the class: four student repositories, dated commits --------------------------------------------------
-
-def commit(repo: Path, when: str, files: dict[str, Path]) -> None:
-    """Commit `files` (repository path -> file to copy) at `when`, the time the student's machine stamps."""
-    for name, source in files.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, repo / name)
-    env = {**os.environ, "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when, "GIT_AUTHOR_NAME": "student",
-           "GIT_AUTHOR_EMAIL": "student@example.com", "GIT_COMMITTER_NAME": "student",
-           "GIT_COMMITTER_EMAIL": "student@example.com", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-    steps = [["add", "-A"], ["commit", "-q", "-m", when]]
-    for args in ([["init", "-q", "-b", "main"]] if not (repo / ".git").exists() else []) + steps:
-        subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
-
+# --- the class: a roster of five, four student repositories with dated commits -----------------------------
 
 def lab(source: Path, **swap: Path) -> dict[str, Path]:
     """The lab's six files from `source`, with some pieces' files swapped: {"exercises/x.py": path}."""
@@ -78,35 +62,39 @@ def lab(source: Path, **swap: Path) -> dict[str, Path]:
 
 @dataclass
 class Klass:
-    """The class on "GitHub": one repository each, in `repos`, as gh classroom clone would find them."""
+    """The class on "GitHub": the roster's students, and their repositories ORG/PREFIX+username in
+    `repos`/ORG, as the stand-in gh serves them (and the template repository, school/attention-lab-template)."""
     repos: Path
-    students: list[str] = field(default_factory=list)
-    templates: Path | None = None  # the template repository the assignment was made from, in templates/NAME
+    students: list[str] = field(default_factory=list)  # with a repository
+    missing: list[str] = field(default_factory=list)  # on the roster, without one
 
-    def clone(self, into: Path) -> Path:
-        """What `gh classroom clone student-repos` writes: <slug>-submissions/<repository>/, history kept."""
-        folder = into / f"{SLUG}-submissions"
-        folder.mkdir(parents=True)
-        for name in self.students:
-            subprocess.run(["git", "clone", "-q", str(self.repos / name), str(folder / name)], check=True)
-        return folder
+    @property
+    def roster(self) -> list[str]:
+        return [*self.students, *self.missing]
+
+    def fake(self) -> dict[str, str]:
+        """The stand-in gh's environment, with a token: what `gh auth login` or GH_TOKEN gives the real one."""
+        return {"FAKEGH_REPOS": str(self.repos), "GH_TOKEN": "not-a-real-token"}
 
 
 @pytest.fixture(scope="module")
 def klass(tmp_path_factory) -> Klass:
     """alice: the reference, on time. bob: the reference on time, then a stub context after the deadline (the
     deadline keeps his marks). carol: her context still the stub at the deadline, and a file added under
-    grader/ (a protected path: the release_files column flags it). dave: nothing but the stubs. The template
-    repository holds the stubs."""
+    grader/ (a protected path: the release_files column flags it). dave: nothing but the stubs. erin: on the
+    roster, never accepted: no repository. The template repository holds the stubs."""
     repos = tmp_path_factory.mktemp("github")
-    k = Klass(repos, [f"{SLUG}-{name}" for name in ("alice", "bob", "carol", "dave")], repos.parent / "templates")
-    commit(repos / k.students[0], ON_TIME, lab(REFERENCE))
-    commit(repos / k.students[1], ON_TIME, lab(REFERENCE))
-    commit(repos / k.students[1], LATE, lab(REFERENCE, context=STUB / "context.py"))
-    commit(repos / k.students[2], ON_TIME, {**lab(REFERENCE, context=STUB / "context.py"),
-                                           "grader/extra.py": STUB / "__init__.py"})
-    commit(repos / k.students[3], ON_TIME, lab(STUB))
-    commit(k.templates / f"{SLUG}-template", "2026-11-01T09:00:00-05:00", lab(STUB))
+    k = Klass(repos, ["alice", "bob", "carol", "dave"], ["erin"])
+    assert [line.split(",")[0] for line in ROSTER.read_text().splitlines()[1:]] == k.roster + ["prof"]
+    home = repos / ORG
+    commit(home / f"{PREFIX}alice", ON_TIME, lab(REFERENCE))
+    commit(home / f"{PREFIX}bob", ON_TIME, lab(REFERENCE))
+    commit(home / f"{PREFIX}bob", LATE, lab(REFERENCE, context=STUB / "context.py"))
+    commit(home / f"{PREFIX}carol", ON_TIME, {**lab(REFERENCE, context=STUB / "context.py"),
+                                             "grader/extra.py": STUB / "__init__.py"})
+    commit(home / f"{PREFIX}dave", ON_TIME, lab(STUB))
+    commit(home / "fall26-other-lab-alice", ON_TIME, lab(STUB))  # another assignment's: never cloned
+    commit(repos / "school" / "attention-lab-template", "2026-11-01T09:00:00-05:00", lab(STUB))
     return k
 
 
@@ -119,20 +107,28 @@ def rows(gradebook: Path) -> dict[str, dict]:
 
 
 def check_class_gradebook(gradebook: Path, klass: Klass) -> dict[str, dict]:
-    """Every student once; graded at the deadline (bob's late break not graded), with --quick."""
+    """Every roster student once, by username; graded at the deadline (bob's late break not graded), with --quick;
+    erin, without a repository, an error row that says which was expected; Classroom 50's scores.csv beside it."""
     book = rows(gradebook)
-    assert sorted(book) == sorted(klass.students)
-    alice, bob, carol, dave = (book[s] for s in klass.students)
+    assert sorted(book) == sorted(klass.roster)
+    alice, bob, carol, dave, erin = (book[s] for s in klass.roster)
     assert int(alice["total"]) == int(alice["max_score"]) > 0
     assert int(bob["total"]) == int(bob["max_score"]), bob  # his commit after the deadline is not graded
     assert int(carol["context"]) == 0 and 0 < int(carol["total"]) < int(carol["max_score"])
     assert int(dave["total"]) == 0
+    assert erin["status"] == f"error: no repository (expected {PREFIX}erin)" and erin["total"] == "0"
     assert {r["mode"] for r in book.values()} == {"quick"}
+    with open(gradebook.with_name("scores.csv"), newline="", encoding="utf-8") as f:
+        scores = list(csv.DictReader(f))
+    assert [r["username"] for r in scores] == klass.roster  # the roster's order; prof, a teacher, is none
+    assert scores[0]["first_name"] == "Alice" and scores[0]["score"] == alice["total"]
+    assert scores[0]["datetime"] == "2026-11-30T17:00:00Z" and scores[0]["late"] == "false"
+    assert scores[4]["score"] == "" and scores[4]["email"] == "erin@uni.example"
     return book
 
 
 def shards_of(klass: Klass, n: int) -> dict[int, list[str]]:
-    parts = assign(klass.students, n)
+    parts = assign(klass.roster, n)  # the roster is the class list: erin has a shard too
     return {k: sorted(s for s, p in parts.items() if p == k) for k in range(1, n + 1)}
 
 
@@ -319,7 +315,7 @@ def test_no_script_holds_an_expression_and_the_workflow_keeps_its_guards():
     assert wf["permissions"] == {"contents": "read"}
     assert "group" in wf["concurrency"] and wf["concurrency"]["cancel-in-progress"] is False
     assert set(wf["on"]) == {"workflow_dispatch"}
-    assert set(wf["on"]["workflow_dispatch"]["inputs"]) >= {"assignment", "deadline", "shards"}
+    assert set(wf["on"]["workflow_dispatch"]["inputs"]) >= {"org", "prefix", "roster", "deadline", "shards"}
     for name, job in wf["jobs"].items():
         assert isinstance(job.get("timeout-minutes"), int), name
         assert "permissions" not in job, f"{name} widens the workflow's permissions"
@@ -336,15 +332,15 @@ def test_no_script_holds_an_expression_and_the_workflow_keeps_its_guards():
     merge = wf["jobs"]["merge"]
     assert "!cancelled()" in merge["if"] and "grade" in merge["needs"]
     secrets_used = set(re.findall(r"secrets\.([A-Z_]+)", WORKFLOW.read_text()))
-    assert secrets_used == {"CLASSROOM_TOKEN", "ATTNLAB_SEED", "ATTNLAB_SEAL_KEY"}
-    # the class token reaches the gh steps only, the grading secrets the grading step only
+    assert secrets_used == {"CLASS_TOKEN", "ATTNLAB_SEED", "ATTNLAB_SEAL_KEY"}
+    # the class token reaches the cloning step only, the grading secrets the grading step only
     for name, job in wf["jobs"].items():
         for step in job["steps"]:
             held = {v.split("secrets.")[1].rstrip(" }") for v in step.get("env", {}).values() if "secrets." in str(v)}
             if held:
-                assert held <= ({"CLASSROOM_TOKEN"} if name == "clone" else {"ATTNLAB_SEED", "ATTNLAB_SEAL_KEY"}), \
+                assert held <= ({"CLASS_TOKEN"} if name == "clone" else {"ATTNLAB_SEED", "ATTNLAB_SEAL_KEY"}), \
                     (name, step["name"], held)
-                assert name != "clone" or "gh " in step["run"]
+                assert name != "clone" or "grade batch collect" in step["run"]
 
 
 @pytest.mark.parametrize("shards, students, matrix", [
@@ -364,18 +360,29 @@ def test_the_matrix_step_refuses_a_shard_count_that_is_not_1_to_256(tmp_path, sh
     assert "::error title=Bad shards::" in done.stdout
 
 
+GOOD = {"ORG": ORG, "PREFIX": PREFIX, "ROSTER": "roster.csv", "SHARDS": "20", "DEADLINE": "", "RELEASE": ""}
+
+
 @pytest.mark.parametrize("inputs, ok", [
-    ({"ASSIGNMENT": "424242", "SHARDS": "20", "DEADLINE": "", "RELEASE": ""}, True),
-    ({"ASSIGNMENT": "424242", "SHARDS": "20", "DEADLINE": DEADLINE, "RELEASE": "school/attention-lab"}, True),
-    ({"ASSIGNMENT": "424242", "SHARDS": "20", "DEADLINE": "2026-12-02T04:59:00Z", "RELEASE": ""}, True),
-    ({"ASSIGNMENT": "424242", "SHARDS": "20", "DEADLINE": "2026-12-01T23:59:00", "RELEASE": ""}, False),  # no zone
-    ({"ASSIGNMENT": "424242", "SHARDS": "20", "DEADLINE": "tomorrow", "RELEASE": ""}, False),
-    ({"ASSIGNMENT": "12; rm -rf ~", "SHARDS": "20", "DEADLINE": "", "RELEASE": ""}, False),
-    ({"ASSIGNMENT": "424242", "SHARDS": "300", "DEADLINE": "", "RELEASE": ""}, False),
-    ({"ASSIGNMENT": "424242", "SHARDS": "20", "DEADLINE": "", "RELEASE": "-o/../x y"}, False),
+    ({}, True),
+    ({"DEADLINE": DEADLINE, "RELEASE": "school/attention-lab", "ROSTER": "rosters/fall26.csv"}, True),
+    ({"DEADLINE": "2026-12-02T04:59:00Z", "ROSTER": ""}, True),  # no roster: every repository starting with PREFIX
+    ({"DEADLINE": "2026-12-01T23:59:00"}, False),  # no zone
+    ({"DEADLINE": "tomorrow"}, False),
+    ({"ORG": "school; rm -rf ~"}, False),
+    ({"ORG": "-school"}, False),
+    ({"PREFIX": ""}, False),
+    ({"PREFIX": "../x"}, False),
+    ({"PREFIX": "a b"}, False),
+    ({"ROSTER": "../secrets.csv"}, False),
+    ({"ROSTER": "rosters/../../x"}, False),
+    ({"ROSTER": "/etc/passwd"}, False),
+    ({"ROSTER": "-r.csv"}, False),
+    ({"SHARDS": "300"}, False),
+    ({"RELEASE": "-o/../x y"}, False),
 ])
 def test_the_inputs_are_checked_before_anything_is_cloned(tmp_path, inputs, ok):
-    done, _ = run_step("clone", "Check the inputs", inputs, tmp_path)
+    done, _ = run_step("clone", "Check the inputs", {**GOOD, **inputs}, tmp_path)
     assert (done.returncode == 0) is ok, done.stdout + done.stderr
     assert ok or "::error title=Bad" in done.stdout
 
@@ -383,43 +390,52 @@ def test_the_inputs_are_checked_before_anything_is_cloned(tmp_path, inputs, ok):
 def test_the_grading_step_refuses_a_student_release_without_its_seal_key(tmp_path):
     """Where the repository has no reference/ and no key is set, grade would fall back to the public smoke
     checks: the step stops first, saying why, and grades nothing."""
-    (tmp_path / "temp" / "class" / "students" / f"{SLUG}-submissions").mkdir(parents=True)
-    env = {"SHARD": "1", "SHARDS": "2", "DEADLINE": "", "QUICK": "false", "ATTNLAB_SEED": "", "ATTNLAB_SEAL_KEY": "",
-           "RUNNER_TEMP": str(tmp_path / "temp")}
+    (tmp_path / "temp" / "class" / "students" / f"{PREFIX}alice").mkdir(parents=True)
+    env = {"SHARD": "1", "SHARDS": "2", "PREFIX": PREFIX, "DEADLINE": "", "QUICK": "false", "ATTNLAB_SEED": "",
+           "ATTNLAB_SEAL_KEY": "", "RUNNER_TEMP": str(tmp_path / "temp")}
     done, _ = run_step("grade", "Grade this shard", env, tmp_path)  # tmp_path: a checkout without reference/
     assert done.returncode == 1 and "::error title=No grading key::" in done.stdout
     assert not (tmp_path / "temp" / "part").exists()
 
 
+INPUTS = {"org": ORG, "prefix": PREFIX, "roster": ROSTER.relative_to(ROOT).as_posix(), "deadline": "", "shards": "3",
+          "release": "", "quick": True}
+
+
 @needs_git
-def test_a_repository_that_fails_to_clone_fails_the_clone_job_naming_it(tmp_path, klass):
-    """gh classroom clone exits 0 where a repository did not clone; the job reads its log and fails."""
-    runner = Runner(tmp_path, {"assignment": ASSIGNMENT, "deadline": "", "shards": "3", "release": "", "quick": True},
-                    SECRETS)
-    fake = {"FAKEGH_CLASS": str(klass.repos), "FAKEGH_SLUG": SLUG, "FAKEGH_ASSIGNMENT": ASSIGNMENT}
-    job = runner.job("clone", extra_env={**fake, "FAKEGH_FAIL": klass.students[2]})
+def test_a_repository_that_fails_to_clone_fails_the_clone_job_naming_it_and_a_student_without_one_does_not(
+        tmp_path, klass):
+    """A repository that exists and did not clone fails the job, naming it; erin, who has no repository, is a
+    warning (her row in the gradebook says so), never a failure; no token, or no roster: one error line."""
+    runner = Runner(tmp_path, INPUTS, SECRETS)
+    fake = {"FAKEGH_REPOS": str(klass.repos)}
+    job = runner.job("clone", extra_env={**fake, "FAKEGH_FAIL": f"{PREFIX}carol"})
     assert job.result == "failure" and "class" not in runner.artifacts
-    assert job.log.count(f"::error title=Not cloned::error cloning classroom-org/{klass.students[2]}") == 1
-    no_token = Runner(tmp_path / "again", runner.inputs, {**SECRETS, "CLASSROOM_TOKEN": ""})
+    assert job.log.count(f"::error title=Not cloned::not cloned: carol ({ORG}/{PREFIX}carol): failed to run git") == 1
+    assert f"::warning title=No repository::no repository: erin (expected {ORG}/{PREFIX}erin)" in job.log
+    job = Runner(tmp_path / "ok", INPUTS, SECRETS).job("clone", extra_env=fake)
+    assert job.result == "success" and "::error" not in job.log, job.log
+    assert job.outputs["students"] == "4" and "::warning title=No repository::no repository: erin" in job.log
+    no_token = Runner(tmp_path / "again", INPUTS, {**SECRETS, "CLASS_TOKEN": ""})
     job = no_token.job("clone", extra_env=fake)
     assert job.result == "failure" and "::error title=No token::" in job.log
+    no_roster = Runner(tmp_path / "none", {**INPUTS, "roster": "no-such-roster.csv"}, SECRETS)
+    job = no_roster.job("clone", extra_env=fake)
+    assert job.result == "failure" and "::error title=No roster::no-such-roster.csv is not a file" in job.log
 
 
 @pytest.mark.slow
 @needs_git
 def test_the_workflow_clones_grades_each_shard_and_merges_the_class_and_a_failed_shard_is_rerun(tmp_path, klass):
-    inputs = {"assignment": ASSIGNMENT, "deadline": DEADLINE, "shards": "3", "release": f"school/{SLUG}-template",
-              "quick": True}
+    inputs = {**INPUTS, "deadline": DEADLINE, "release": "school/attention-lab-template"}
     runner = Runner(tmp_path, inputs, SECRETS)
-    fake = {"FAKEGH_CLASS": str(klass.repos), "FAKEGH_SLUG": SLUG, "FAKEGH_ASSIGNMENT": ASSIGNMENT,
-            "FAKEGH_REPOS": str(klass.templates), "FAKEGH_LOG": str(tmp_path / "gh.log")}
+    fake = {"FAKEGH_REPOS": str(klass.repos), "FAKEGH_LOG": str(tmp_path / "gh.log")}
     clone = runner.job("clone", extra_env=fake)
     assert clone.result == "success", clone.log
     assert clone.outputs == {"matrix": "[1,2,3]", "shards": "3", "students": "4"}
-    assert (tmp_path / "gh.log").read_text().splitlines()[:2] == [
-        "gh extension install github/gh-classroom --pin v0.1.17",
-        f"gh classroom clone student-repos -a {ASSIGNMENT} --verbose"]
-    assert (tmp_path / "gh.log").read_text().splitlines()[2].startswith(f"gh repo clone school/{SLUG}-template ")
+    calls = (tmp_path / "gh.log").read_text().splitlines()
+    assert calls[0] == "gh auth status" and calls[-1].startswith("gh repo clone school/attention-lab-template ")
+    assert sorted(c.split()[3] for c in calls[1:-1]) == [f"{ORG}/{PREFIX}{u}" for u in klass.roster]
     graded = {}
     for k in json.loads(clone.outputs["matrix"]):
         graded[k] = runner.job("grade", matrix={"shard": k}, needs={"clone": clone})
@@ -430,11 +446,13 @@ def test_the_workflow_clones_grades_each_shard_and_merges_the_class_and_a_failed
     assert merge.result == "success", merge.log
     book = check_class_gradebook(runner.artifacts["gradebook"] / "grades.csv", klass)
     assert "after the deadline not graded" in book[klass.students[1]]["status"]  # bob's row says so
-    flagged = {s for s, r in book.items() if r["release_files"] != "unchanged"}
+    flagged = {s for s, r in book.items() if r["release_files"].startswith("CHANGED")}
+    assert book["erin"]["release_files"] == "n/a (no repository)"
     assert flagged == {klass.students[2]} and "grader/extra.py" in book[klass.students[2]]["release_files"]
     for suffix in ("-reports", "-manifest.json", "-similarity.html", "-class.html"):
         assert (runner.artifacts["gradebook"] / f"grades{suffix}").exists(), suffix
-    assert "students in the gradebook: 4" in merge.summary
+    assert "students in the gradebook: 5, of whom without a repository: 1" in merge.summary
+    assert (runner.artifacts["gradebook"] / "scores.csv").is_file()
     first = (runner.artifacts["gradebook"] / "grades.csv").read_bytes()
 
     # shard 2's job failed: no part-2; the merge still runs, fails, and names shard 2's students to rerun
@@ -468,17 +486,21 @@ def test_the_slurm_scripts_parse_and_agree_on_n_and_two_cores_a_task():
     assert '--shard "$K/$SHARDS"' in array and 'K="${SLURM_ARRAY_TASK_ID:?' in array
     submit = (SLURM / "submit.sh").read_text()
     assert "sbatch --parsable" in submit and '--dependency="afterany:$array"' in submit
+    assert 'grade batch collect "${collect[@]}"' in submit and '--roster "$ROSTER" --prefix "$PREFIX"' in array
 
 
 @pytest.mark.slow
 @needs_git
 def test_the_slurm_array_grades_the_class_and_a_failed_task_is_rerun_alone(tmp_path, klass):
+    """submit.sh clones the roster's repositories on the login node (ORG set), submits the array and the merge."""
     engines.write(tmp_path / "engines")
-    class_dir = klass.clone(tmp_path / "cluster")
+    class_dir = tmp_path / "cluster" / "class"
+    shutil.copyfile(ROSTER, tmp_path / "roster.csv")
     state = tmp_path / "slurm"
-    env = {**base_env(tmp_path / "home"), "FAKESBATCH_DIR": str(state), "FAKESBATCH_LOG": str(state / "log.jsonl"),
-           "LAB": str(ROOT), "PARTS": str(tmp_path / "parts"), "OUT": str(tmp_path / "out"), "DEADLINE": DEADLINE,
-           "GRADE_OPTS": "--quick", "ATTNLAB_SEED": SECRETS["ATTNLAB_SEED"]}
+    env = {**base_env(tmp_path / "home"), **klass.fake(), "FAKESBATCH_DIR": str(state),
+           "FAKESBATCH_LOG": str(state / "log.jsonl"), "LAB": str(ROOT), "PARTS": str(tmp_path / "parts"),
+           "OUT": str(tmp_path / "out"), "DEADLINE": DEADLINE, "GRADE_OPTS": "--quick",
+           "ATTNLAB_SEED": SECRETS["ATTNLAB_SEED"], "ORG": ORG, "PREFIX": PREFIX, "ROSTER": "roster.csv"}
     slurm = tmp_path / "engines" / "slurm"
 
     def sbatch_log() -> list[dict]:
@@ -492,12 +514,14 @@ def test_the_slurm_array_grades_the_class_and_a_failed_task_is_rerun_alone(tmp_p
     assert array["options"]["--array"] == "1-2" and array["codes"] == {"1": 0, "2": 0}, outputs
     assert merge["options"]["--dependency"] == f"afterany:{array['job']}" and merge["codes"] == {"0": 0}, outputs
     assert f"merge:  job {merge['job']}" in done.stdout
+    assert f"no repository: erin (expected {ORG}/{PREFIX}erin)" in done.stdout
+    assert sorted(p.name for p in class_dir.iterdir()) == [f"{PREFIX}{u}" for u in klass.students]
     check_class_gradebook(tmp_path / "out" / "grades.csv", klass)
     first = (tmp_path / "out" / "grades.csv").read_bytes()
 
     # task 2 died: the merge names its students; `sbatch --array=2 regrade.sbatch` regrades that shard alone
     shutil.rmtree(tmp_path / "parts" / "part-2")
-    env_again = {**env, "CLASS": str(class_dir), "SHARDS": "2"}
+    env_again = {**env, "CLASS": str(class_dir), "SHARDS": "2", "ROSTER": str(tmp_path / "roster.csv")}
     sbatch = [str(FAKES / "sbatch"), "--parsable"]
     subprocess.run([*sbatch, str(slurm / "merge.sbatch")], cwd=tmp_path, env=env_again, check=True, capture_output=True)
     refused = sbatch_log()[-1]
@@ -536,14 +560,15 @@ def container_env(container: dict, secrets: dict[str, str]) -> dict[str, str]:
             env[item["name"]] = item["value"]
         else:
             ref = item["valueFrom"]["secretKeyRef"]
-            assert ref["optional"] is True
             if ref["key"] in secrets:
                 env[item["name"]] = secrets[ref["key"]]
+            else:  # a pod that starts without it: only an optional one may be left out
+                assert ref.get("optional") is True, f"{item['name']} needs its secret"
     return env
 
 
 def test_the_kubernetes_job_is_indexed_retries_a_failed_index_alone_and_shares_one_volume():
-    (job,), (merge,) = k8s("regrade-job.yaml"), k8s("merge-job.yaml")
+    (job,), (merge,), (clone,) = k8s("regrade-job.yaml"), k8s("merge-job.yaml"), k8s("clone-job.yaml")
     claim, loader = k8s("volume.yaml")
     assert job["kind"] == "Job" and job["apiVersion"] == "batch/v1"
     spec = job["spec"]
@@ -557,11 +582,17 @@ def test_the_kubernetes_job_is_indexed_retries_a_failed_index_alone_and_shares_o
     assert container_env(grade, {})["SHARDS"] == str(spec["completions"])
     assert grade["command"] == ["bash", "-c"] and '--shard "auto/$SHARDS"' in grade["args"][0]
     assert claim["kind"] == "PersistentVolumeClaim" and claim["spec"]["accessModes"] == ["ReadWriteMany"]
-    for p in (pod, merge["spec"]["template"]["spec"], loader["spec"]):
+    for p in (pod, merge["spec"]["template"]["spec"], loader["spec"], clone["spec"]["template"]["spec"]):
         assert [v["persistentVolumeClaim"]["claimName"] for v in p["volumes"]] == [claim["metadata"]["name"]]
     assert merge["spec"]["template"]["spec"]["restartPolicy"] == "Never"
     assert "grade batch merge" in merge["spec"]["template"]["spec"]["containers"][0]["args"][0]
-    for script in (grade["args"][0], merge["spec"]["template"]["spec"]["containers"][0]["args"][0]):
+    (cloner,) = clone["spec"]["template"]["spec"]["containers"]
+    assert "grade batch collect" in cloner["args"][0]
+    token = next(e for e in cloner["env"] if e["name"] == "GH_TOKEN")["valueFrom"]["secretKeyRef"]
+    assert token["name"] != "attnlab-regrade"  # the GitHub token is not in the grading pods' secret
+    assert {e["value"] for e in cloner["env"] if e["name"] in ("PREFIX", "ROSTER")} == \
+        {e["value"] for e in grade["env"] if e["name"] in ("PREFIX", "ROSTER")}  # one class list
+    for script in (grade["args"][0], merge["spec"]["template"]["spec"]["containers"][0]["args"][0], cloner["args"][0]):
         done = subprocess.run(["bash", "-n", "-c", script], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
 
@@ -569,16 +600,28 @@ def test_the_kubernetes_job_is_indexed_retries_a_failed_index_alone_and_shares_o
 @pytest.mark.slow
 @needs_git
 def test_the_kubernetes_pods_grade_the_class_by_completion_index_and_a_rerun_resumes(tmp_path, klass):
-    """Each pod's command, run here with the env Kubernetes gives it (JOB_COMPLETION_INDEX 0..N-1), then the
-    merge Job's; /lab is this repository, /data a folder. A second run of a finished index grades nobody again."""
-    (job,), (merge,) = k8s("regrade-job.yaml"), k8s("merge-job.yaml")
+    """The clone Job's command, then each pod's, run here with the env Kubernetes gives it (JOB_COMPLETION_INDEX
+    0..N-1), then the merge Job's; /lab is this repository, /data a folder. A second run of a finished index grades
+    nobody again."""
+    (job,), (merge,), (clone,) = k8s("regrade-job.yaml"), k8s("merge-job.yaml"), k8s("clone-job.yaml")
     data = tmp_path / "data"
-    class_dir = klass.clone(data)
+    class_dir, roster = data / "class", data / "roster.csv"
+    data.mkdir()
+    shutil.copyfile(ROSTER, roster)  # kubectl cp roster.csv attnlab-loader:/data/roster.csv
+    cloner = clone["spec"]["template"]["spec"]["containers"][0]
+    clone_env = {**base_env(tmp_path / "home"), **container_env(cloner, {"token": "not-a-real-token"}),
+                 "FAKEGH_REPOS": str(klass.repos), "ORG": ORG, "PREFIX": PREFIX, "ROSTER": str(roster),
+                 "CLASS": str(class_dir), "HOME": str(tmp_path / "home")}
+    assert clone_env["GH_TOKEN"] == "not-a-real-token"
+    done = subprocess.run([*cloner["command"], *cloner["args"]], cwd=ROOT, env=clone_env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"no repository: erin (expected {ORG}/{PREFIX}erin)" in done.stdout
     grade = job["spec"]["template"]["spec"]["containers"][0]
     n = 2  # the instructor's edit: completions and SHARDS
     env = {**base_env(tmp_path / "home"), **container_env(grade, {"seed": SECRETS["ATTNLAB_SEED"]}),
            "SHARDS": str(n), "CLASS": str(class_dir), "PARTS": str(data / "parts"), "DEADLINE": DEADLINE,
-           "GRADE_OPTS": "--quick"}
+           "GRADE_OPTS": "--quick", "ROSTER": str(roster), "PREFIX": PREFIX}
     assert env["ATTNLAB_SEED"] == SECRETS["ATTNLAB_SEED"]
     for index in range(n):
         pod = {**env, "JOB_COMPLETION_INDEX": str(index)}

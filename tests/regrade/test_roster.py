@@ -158,3 +158,11 @@ def test_the_scores_csv_file_neutralises_formulas_and_ends_lines_as_classroom50_
     assert path.read_bytes() == (b"username,first_name,last_name,email,section,score,max_score,datetime,"
                                  b"submission_tag,submitted_by,review_url,late,override\n"
                                  b"Alice,'=cmd(),,,,9,9,,regrade,,,,\n")
+
+
+def test_a_class_folder_named_class_is_graded_as_a_class_not_taken_for_the_hidden_command(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "class").mkdir()
+    roster = roster_csv(tmp_path / "roster.csv", [("alice", "", "", "", "", "", "student")])
+    result = CliRunner().invoke(cli, ["batch", "class", "--roster", str(roster)])
+    assert result.exit_code == 2 and "--roster and --prefix go together" in result.output, result.output

@@ -52,14 +52,15 @@ def check_names(classroom: str, assignment: str, runs_on: tuple[str, ...]) -> No
 
 
 def build(out: Path, *, classroom: str, assignment: str, runs_on: tuple[str, ...], key: bytes,
-          key_path: Path | None = None) -> dict[str, Path]:
-    """Write OUT (see the module's docstring) sealed with `key`; returns the named paths written."""
+          key_path: Path | None = None, notes: list[str] | None = None) -> dict[str, Path]:
+    """Write OUT (see the module's docstring) sealed with `key`; returns the named paths written. `notes` receives
+    the release's line about working-tree files that differ from what it generates (release.student)."""
     check_names(classroom, assignment, runs_on)
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} is not empty")
     bundle = out / "config" / classroom / "autograders" / assignment
     with tempfile.TemporaryDirectory(prefix="attnlab-classroom50-") as tmp:
-        built, _ = release.student(Path(tmp) / "release", key)
+        built, _ = release.student(Path(tmp) / "release", key, notes)
         template = out / "template"
         shutil.copytree(built, template)
         shutil.rmtree(template / ".github" / "workflows", ignore_errors=True)  # Classroom 50 writes autograde.yaml
@@ -98,7 +99,9 @@ def main(*, out: Path, classroom: str, assignment: str, runs_on: tuple[str, ...]
     writes = chosen.origin == "new" or chosen.origin == "env" and not chosen.path.is_file()
     if writes:
         release.private_folders(chosen.path.parent)  # before OUT is made with the usual mode
-    paths = build(out, classroom=classroom, assignment=assignment, runs_on=runs_on, key=chosen.key, key_path=chosen.path)
+    notes: list[str] = []
+    paths = build(out, classroom=classroom, assignment=assignment, runs_on=runs_on, key=chosen.key, key_path=chosen.path,
+                  notes=notes)
     if writes:
         release.write_key(chosen.path, chosen.key)
     size = packed_size(paths["bundle"])
@@ -110,4 +113,4 @@ def main(*, out: Path, classroom: str, assignment: str, runs_on: tuple[str, ...]
     return [f"wrote the template repository to {paths['template']}",
             f"wrote the autograder folder to {paths['bundle']} ({size // 1024} KB packed)",
             f"wrote {paths['runtime']} and the steps in {paths['setup']}",
-            f"seal key: {chosen.path} ({chosen.origin}); {where}"]
+            f"seal key: {chosen.path} ({chosen.origin}); {where}", *notes]

@@ -27,7 +27,7 @@ DETAILS = ("first_name", "last_name", "email", "section")  # what the Classroom 
 # a GitHub login (letters, digits, inner hyphens; Enterprise managed users add _shortcode), as a repository name
 # takes it: never a path, never a spreadsheet formula
 USERNAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
-PREFIX = re.compile(r"[A-Za-z0-9._-]{0,100}")
+PREFIX = re.compile(r"(?![.])[A-Za-z0-9._-]{0,100}")  # never a hidden folder's name: grade batch skips those
 ORG = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})")
 SHOWN = 20  # names shown in one line before "and N more"
 
@@ -63,7 +63,7 @@ class Roster:
 def check_prefix(prefix: str) -> str:
     if not PREFIX.fullmatch(prefix):
         raise RosterError(f"--prefix {prefix!r} is not the start of a repository name: letters, digits, '.', '_' "
-                          "and '-' only, e.g. fall26-attention-lab-")
+                          "and '-' only, not starting with '.', e.g. fall26-attention-lab-")
     return prefix
 
 
@@ -127,6 +127,8 @@ def _from_list(path: Path, text: str) -> list[Entry]:
     entries = []
     for i, line in enumerate(text.splitlines(), 1):
         name = line.split("#", 1)[0].strip()
+        if name.lower() == "username" and not entries:  # a one-column CSV's header
+            continue
         if name:
             entries.append(Entry(_check_user(name.removeprefix("@"), f"{path}, line {i}"), i))
     return entries

@@ -38,6 +38,8 @@ def test_a_plain_list_of_usernames_is_a_roster_with_comments_and_blank_lines(tmp
     path = tmp_path / "students.txt"
     path.write_text("# section A\nalice\n\n  @Bob   # handed in late\ncarol-2\n")
     assert [e.username for e in rosters.read(path).students] == ["alice", "Bob", "carol-2"]
+    path.write_text("username\nalice\n")  # a spreadsheet's one column, with its header
+    assert [e.username for e in rosters.read(path).students] == ["alice"]
 
 
 @pytest.mark.parametrize("text, said", [
@@ -59,7 +61,7 @@ def test_a_roster_that_names_no_one_someone_twice_or_no_github_user_is_refused_i
 def test_a_students_repository_is_the_prefix_and_the_username_lowercased():
     assert rosters.repository(PREFIX, "Alice-B") == "fall26-attention-lab-alice-b"
     assert rosters.repository("", "Bob") == "bob"
-    for bad in ("../x", "a/b", "a b", "x" * 101):
+    for bad in ("../x", "a/b", "a b", "x" * 101, ".hidden-"):
         with pytest.raises(rosters.RosterError):
             rosters.check_prefix(bad)
 

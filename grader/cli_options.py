@@ -14,11 +14,28 @@ def _seal_key(ctx: click.Context, param: click.Parameter, value: str | None) -> 
         return
     from grader.runner import layout
 
+    if value != "-":
+        _beyond_the_jail(Path(value))
     try:
         data = sys.stdin.buffer.read() if value == "-" else Path(value).read_bytes()
     except OSError as e:
         raise click.BadParameter(f"cannot read {value}: {e.strerror}", param_hint="--seal-key-file") from None
     layout.take_key(data)
+
+
+def _beyond_the_jail(path: Path) -> None:
+    """Refuse a key file inside a folder the workers' jail lets graded code read (the interpreter's own folders,
+    /usr, /lib: grader.worker.forkserver.readable_paths): Landlock would let any submission read the key there."""
+    import os
+
+    from grader import ROOT
+    from grader.worker.forkserver import readable_paths
+
+    real = os.path.realpath(path)
+    under = [p for p in readable_paths(ROOT) if real == p or real.startswith(p.rstrip(os.sep) + os.sep)]
+    if under:
+        raise click.BadParameter(f"{path} lies in {under[0]}, which graded code may read; keep the key where it cannot "
+                                 "(/etc/attnlab/seal-key, readable by you alone)", param_hint="--seal-key-file")
 
 
 def grading_options(command):

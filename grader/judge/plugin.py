@@ -33,6 +33,8 @@ MANIFEST_HELP = "write every collected case's piece, points and slowness to this
 QUICK_HELP = "skip the cases marked slow (the length-30 training run)"
 PART_HELP = ("which of the piece's cases to run: all, units (all but the slow ones, like --attnlab-quick) or "
              "training (only the slow ones, whose worker alone is given the lab's training code)")
+REQUIRE_JAIL_HELP = ("jail layers a worker must have before it is sent any source, comma-separated (landlock, seccomp): "
+                     "a run that opened sealed cases with a key requires them on Linux")
 PROGRESS_HELP = "file that receives a JSON line per training chunk (step, validation accuracy) for the parent to show"
 
 state_key = pytest.StashKey[dict]()
@@ -56,6 +58,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--attnlab-quick", action="store_true", default=False, help=QUICK_HELP)
     group.addoption("--attnlab-part", choices=("all", "units", "training"), default="all", help=PART_HELP)
     group.addoption("--attnlab-progress", default=None, help=PROGRESS_HELP)
+    group.addoption("--attnlab-require-jail", default="", help=REQUIRE_JAIL_HELP)
     parser.addini("attnlab_seed", SEED_HELP, default="0")
 
 
@@ -99,6 +102,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "part": "units" if config.getoption("--attnlab-quick") else config.getoption("--attnlab-part"),
         "progress": config.getoption("--attnlab-progress"),
         "memory_gb": config.getoption("--attnlab-memory-gb"),
+        "require_jail": tuple(x for x in config.getoption("--attnlab-require-jail").split(",") if x),
         "worker_fd": config.getoption("--attnlab-worker-fd"),
         "server": None,
         "slot": None,  # the piece's worker, shared by its cases
@@ -274,7 +278,8 @@ def sub(request: pytest.FixtureRequest):
                           int(st["piece_timeout"]) + 60,
                           # the lab's training code (Luong's encoder and decode loop among it) only where the
                           # training case runs: a units run is graded alone and must hold no other piece's answer
-                          lab=lab_sources(PIECES[st["piece"]].lab) if st["part"] != "units" else [])
+                          lab=lab_sources(PIECES[st["piece"]].lab) if st["part"] != "units" else [],
+                          required=st["require_jail"])
     handle = Submission(st["slot"], case_seed(st, request.node.name), time.monotonic() + case_timeout(request.node))
     try:
         yield handle

@@ -15,7 +15,8 @@ from typing import Callable
 
 import torch
 
-from grader.judge.workers import LoadError, Output, RemoteError, SpawnedWorkers, Worker, WorkerServer, import_message
+from grader.judge.workers import (LoadError, Output, RemoteError, SpawnedWorkers, Worker, WorkerLost, WorkerServer,
+                                  import_message)
 from grader.worker import wire
 
 
@@ -69,8 +70,9 @@ class Slot:
 
     def __init__(self, server: WorkerServer | SpawnedWorkers, sources: list[tuple[str, str]], student: str,
                  filename: str, output: Output, memory_gb: float, cpu_seconds: int,
-                 lab: list[tuple[str, str]] = (), own: tuple[str, ...] = ()) -> None:
+                 lab: list[tuple[str, str]] = (), own: tuple[str, ...] = (), required: tuple[str, ...] = ()) -> None:
         self.server, self.sources, self.student, self.filename = server, sources, student, filename
+        self.required = required  # jail layers without which the worker is sent nothing (see below)
         self.lab, self.own = list(lab), list(own)
         self.output, self.memory_gb, self.cpu_seconds = output, memory_gb, cpu_seconds
         self.worker: Worker | None = None
@@ -89,6 +91,12 @@ class Slot:
             spent = time.monotonic() - start
             deadline += spent
             self.jail = self.worker.hello(deadline)
+            lacking = [layer for layer in self.required if layer in self.jail]
+            if lacking:  # a sealed run: without these layers graded code could read the key's file or the bundle
+                self.worker.kill()
+                raise WorkerLost(f"the worker jail on this machine lacks {' and '.join(lacking)}, which grading the "
+                                 "sealed cases requires (graded code could read the seal key); run on a Linux "
+                                 "kernel with Landlock (5.13 or newer) and seccomp", server=True)
             try:
                 self.worker.request({"cmd": "load", "modules": self.sources, "student": self.student,
                                      "filename": self.filename, "seed": 0, "lab": self.lab, "own": self.own},

@@ -23,6 +23,7 @@ from pathlib import Path
 from grader import host
 from grader.host import StartError, signal_name
 from grader.judge.sources import withheld as withheld_reason
+from grader.runner import layout
 from grader.runner.manifest import CASES_DIR
 from grader.runner.results import CaseResult, Limits, PieceRun
 
@@ -223,6 +224,7 @@ def run_piece(
             "--attnlab-records", str(records), "--attnlab-seed", seed, "--attnlab-reference", str(reference or ""),
             "--attnlab-memory-gb", f"{limits.memory_gb:g}", "--attnlab-piece-timeout", f"{limits.piece_timeout:g}",
             "--attnlab-progress", str(progress), "--attnlab-part", "units" if limits.quick else part,
+            "--attnlab-require-jail", ",".join(layout.required_jail()),
             str(cases / f"test_{piece}.py"),
         ]
         start = time.perf_counter()

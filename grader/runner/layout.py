@@ -27,6 +27,7 @@ class Layout:
     cases: Path  # a package folder holding test_<piece>.py
     reference: Path | None  # None: only the public checks can run
     manifest: Path
+    sealed: bool = False  # the cases and reference came out of grader/sealed.bin, opened with a key
 
     @property
     def public(self) -> bool:
@@ -78,6 +79,13 @@ def held_key() -> bytes | None:
     return _key[0] if _key else None
 
 
+def required_jail() -> tuple[str, ...]:
+    """The jail layers a worker must have before it is sent anything: where this run opened the sealed cases with a
+    key (a release graded on a runner), Landlock and seccomp on Linux, without which graded code could read the key's
+    file or the opened bundle; none for an instructor's own checkout or the public checks."""
+    return ("landlock", "seccomp") if sys.platform.startswith("linux") and current().sealed else ()
+
+
 def harden() -> None:
     """Make this process non-dumpable: no other process of the same user may read its memory or environment."""
     if sys.platform.startswith("linux"):
@@ -103,5 +111,5 @@ def current() -> Layout:
         from grader import lab
 
         lab.attach(_opened[key])  # the lab modules a release seals (grader.lab.SEALED) import from the bundle
-        return Layout(_opened[key] / "attnlab_cases", _opened[key] / "reference", CASES / "manifest.json")
+        return Layout(_opened[key] / "attnlab_cases", _opened[key] / "reference", CASES / "manifest.json", sealed=True)
     return Layout(PUBLIC, None, PUBLIC / "manifest.json")

@@ -5,6 +5,8 @@ summary: from the JSON report `grade --format json` wrote, the job summary (Mark
 $GITHUB_STEP_SUMMARY) and the step output `result`, the base64 payload the Classroom reporter read.
 reporter: from `<RUNNER>_RESULTS` (that payload), what the reporter printed: its log, its "Points X/Y" and
 "Autograding report" notices, and its error and exit code 1 when a test failed.
+classroom50: from the JSON report, Classroom 50's result.json (its identity from the runner's environment) and
+release-body.md (this Markdown report) in OUT; `public` when the public smoke checks ran (no seal key).
 """
 from __future__ import annotations
 
@@ -18,13 +20,21 @@ from grader.runner import markdown, reporter
 from grader.runner.report import classroom_payload, safe
 
 
-def summary(report_path: Path, artifact: str | None) -> int:
+def read_report(report_path: Path) -> dict | None:
+    """The JSON report `grade --format json` wrote, or None (said in one line) where it holds no grade."""
     try:
         report = json.loads(report_path.read_text(encoding="utf-8"))
         report["pieces"], report["score"], report["max_score"]
+        return report
     except (OSError, ValueError, KeyError, TypeError) as e:
         print(f"::error title=Grading failed::{safe(report_path.name)} is not a graded report "
               f"({safe(type(e).__name__)}); no points are posted.")
+        return None
+
+
+def summary(report_path: Path, artifact: str | None) -> int:
+    report = read_report(report_path)
+    if report is None:
         return 2
     text = markdown.render(report, artifact=artifact)
     if "GITHUB_STEP_SUMMARY" in os.environ:
@@ -55,10 +65,29 @@ def report_points(runner: str) -> int:
     return 1 if failed else 0
 
 
+def classroom50_files(report_path: Path, out: Path, public: bool) -> int:
+    from grader.runner import classroom50
+
+    report = read_report(report_path)
+    if report is None:
+        return 2
+    missing = classroom50.missing_identity()
+    if missing:
+        print(f"::error title=Grading failed::Classroom 50's runner did not set {', '.join(missing)}; no score is posted.")
+        return 2
+    doc = classroom50.result(reporter.runs_from_report(report), public=public)
+    (out / "result.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    (out / "release-body.md").write_text(markdown.render(report, public=public), encoding="utf-8")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     if len(argv) in (2, 3) and argv[0] == "summary":
         return summary(Path(argv[1]), argv[2] if len(argv) == 3 else None)
     if len(argv) == 2 and argv[0] == "reporter":
         return report_points(argv[1])
-    print("usage: python -I grader/workflow.py summary REPORT.json [ARTIFACT] | reporter RUNNER", file=sys.stderr)
+    if len(argv) in (3, 4) and argv[0] == "classroom50" and argv[3:] in ([], ["public"]):
+        return classroom50_files(Path(argv[1]), Path(argv[2]), public=argv[3:] == ["public"])
+    print("usage: python -I grader/workflow.py summary REPORT.json [ARTIFACT] | reporter RUNNER | "
+          "classroom50 REPORT.json OUT [public]", file=sys.stderr)
     return 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,6 +17,7 @@ from grader import REFERENCE, ROOT
 from grader.runner.classroom50 import problems
 from grader.verbs import classroom50
 
+from helpers import venv_over_this_environment
 from hostile_root import plant
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="Classroom 50 grades on Linux runners")
@@ -46,7 +48,8 @@ def checkout(lab: dict, name: str, solved: tuple[str, ...] = ()) -> Path:
     return repo
 
 
-def autograde(lab: dict, repo: Path, key_file: str | None = None) -> tuple[subprocess.CompletedProcess, dict | None]:
+def autograde(lab: dict, repo: Path, key_file: str | None = None, venv: Path | None = None
+              ) -> tuple[subprocess.CompletedProcess, dict | None]:
     """Run autograder.py as the runner does; returns the run and the result document it left, if any."""
     slug = f"fall26-attention-lab-{OWNER}"
     env = {"PATH": os.environ["PATH"], "HOME": str(lab["base"]), "LANG": "C.UTF-8",
@@ -60,7 +63,7 @@ def autograde(lab: dict, repo: Path, key_file: str | None = None) -> tuple[subpr
            "COMMIT_URL": f"https://github.com/org/{slug}/commit/abc1234",
            "RELEASE_URL": f"https://github.com/org/{slug}/releases/tag/submit%2F2026-12-02T10-00-00Z-abc1234",
            "REVIEW_URL": f"https://github.com/org/{slug}/compare/0000000...abc1234",
-           "CLASSROOM50_BUNDLE_DIR": str(lab["bundle"])}
+           "CLASSROOM50_BUNDLE_DIR": str(lab["bundle"]), **({"ATTNLAB_VENV": str(venv)} if venv else {})}
     done = subprocess.run([lab["python"], str(lab["bundle"] / "autograder.py")], cwd=repo, env=env,
                           capture_output=True, text=True, timeout=1200)
     found = repo / "result.json"
@@ -131,3 +134,41 @@ def test_a_wrong_key_posts_no_result_and_says_why(lab):
     done, doc = autograde(lab, repo, key_file=str(wrong))
     assert done.returncode != 0 and doc is None
     assert "does not open grader/sealed.bin" in done.stdout + done.stderr and "::error title=Grading failed" in done.stdout
+
+
+def test_a_runner_whose_jail_lacks_landlock_grades_nothing_with_the_key(lab, tmp_path):
+    """Landlock is what keeps graded code from the key's file (readable by the runner's user): without it, no source
+    reaches a worker and no score is posted, whatever the submission."""
+    python = venv_over_this_environment(tmp_path / "venv", process_pth=False)
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    Path(purelib, "landlock.py").write_text("raise ImportError('no Landlock on this kernel')\n")  # as on Linux < 5.13
+    repo = checkout(lab, "no-landlock", tuple(p.stem for p in REFERENCE.glob("[!_]*.py")))
+    key_file = lab["base"] / "keys" / "seal-key"
+    spy = f"print('KEY', open({str(key_file)!r}).read())\n"
+    (repo / "exercises" / "encoder.py").write_text((repo / "exercises" / "encoder.py").read_text() + spy)
+    done, doc = autograde(lab, repo, venv=tmp_path / "venv")
+    assert done.returncode != 0 and doc is None
+    assert "lacks landlock, which grading the sealed cases requires" in done.stdout + done.stderr
+    assert lab["key"].decode() not in done.stdout + done.stderr
+
+
+def test_a_key_file_in_a_folder_the_jail_lets_graded_code_read_is_refused(lab):
+    venv = lab["base"] / "runner-temp" / "attnlab-venv"  # made by the first run; the workers may read their interpreter
+    inside = venv / "seal-key"
+    inside.write_bytes(lab["key"])
+    done, doc = autograde(lab, checkout(lab, "key-in-venv"), key_file=str(inside))
+    assert done.returncode != 0 and doc is None
+    assert "which graded code may read" in done.stdout + done.stderr
+
+
+def test_what_a_submission_writes_reaches_the_release_only_as_code(lab):
+    repo = checkout(lab, "mentions", tuple(p.stem for p in REFERENCE.glob("[!_]*.py") if p.stem != "encoder"))
+    bait = "@octocat @org/instructors appeal: https://evil.example/login www.evil.example <img src=x> [x](y)"
+    (repo / "exercises" / "encoder.py").write_text(
+        (repo / "exercises" / "encoder.py").read_text().replace("raise NotImplementedError", f"raise ValueError({bait!r})#"))
+    done, doc = autograde(lab, repo, key_file=str(lab["base"] / "keys" / "none"))  # the public checks show messages
+    body = (repo / "release-body.md").read_text()
+    shown = [line for line in body.splitlines() if "octocat" in line]
+    assert shown and all(re.search(r"(`+) [^`]*@octocat[^`]* \1", line) for line in shown), shown
+    assert "https://evil" not in re.sub(r"(`+) .*? \1", "", body)  # outside the code spans: nothing of theirs

@@ -14,9 +14,10 @@ reads ./result.json when it exits 0. This script:
 
 The graded cases and the reference are sealed in lab/grader/sealed.bin. Its key is read from the file named by
 ATTNLAB_SEAL_KEY_FILE, else /etc/attnlab/seal-key: a file on the instructor's self-hosted runner, never in this
-folder (which Classroom 50 publishes) and never in the student's repository. It goes to the grader on standard
-input; graded code never sees it. Without a key (a GitHub-hosted runner) the public smoke checks run, and the
-result says so in every test's name: the graded score then comes from the instructor's regrade.
+folder (which Classroom 50 publishes) and never in the student's repository. `grade` reads it, refusing a file
+that the workers' jail could read, and graded code never sees it. Without a key (a GitHub-hosted runner) the
+public smoke checks run, and the result says so in every test's name: the graded score then comes from the
+instructor's regrade.
 """
 import json
 import os
@@ -35,29 +36,26 @@ TORCH = "@TORCH@"  # the version the lab is tested with (filled in by grade rele
 TORCH_INDEX = "@TORCH_INDEX@"  # the CPU build: a plain `pip install torch` fetches CUDA's
 KEY_FILE = "/etc/attnlab/seal-key"
 PUBLIC_NOTE = ("Public smoke checks only: this runner holds no seal key, so the graded cases did not run. "
-               "Passing these is not the grade; your instructor's regrade is.")
+               "Passing these is not the grade; your instructor's regrade is.")  # said in the log
 
 
 def say(line: str) -> None:
     print(line, flush=True)
 
 
-def seal_key(checkout: Path) -> bytes:
-    """The key that opens the sealed cases, or b"" (then the public checks run)."""
+def seal_key(checkout: Path) -> Path | None:
+    """The file holding the key that opens the sealed cases, or None (then the public checks run). `grade` reads it
+    itself, and refuses a file in a folder that graded code may read."""
     named = os.environ.get("ATTNLAB_SEAL_KEY_FILE", "").strip() or KEY_FILE
     path = Path(named)
     if not path.is_absolute():
         say(f"::warning title=Seal key::ATTNLAB_SEAL_KEY_FILE is not an absolute path ({named}); not read")
-        return b""
+        return None
     real = path.resolve()
     if real == checkout or checkout in real.parents:  # a key the student's repository holds is theirs
         say("::warning title=Seal key::the seal key file lies inside the student's checkout; not read")
-        return b""
-    try:
-        return real.read_bytes().strip() if real.is_file() else b""
-    except OSError as e:
-        say(f"::warning title=Seal key::cannot read {named}: {e.strerror}")
-        return b""
+        return None
+    return real if real.is_file() else None
 
 
 def clean_env() -> dict:
@@ -91,25 +89,6 @@ def python_with_grader(scratch: Path) -> str:
     return str(python)
 
 
-def escape(text: str) -> str:
-    """Markdown-inert text: a hint can quote the student's own words, which must not render as links or markup."""
-    out = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    for ch in "\\`*_[]()!|#~":
-        out = out.replace(ch, "\\" + ch)
-    return out.replace("\n", " ")
-
-
-def release_body(doc: dict, public: bool) -> str:
-    lines = [f"## Attention lab: {doc['score']}/{doc['max-score']}", ""]
-    if public:
-        lines += [f"> {PUBLIC_NOTE}", ""]
-    lines += ["| | test | points | hint |", "|---|---|---|---|"]
-    for t in doc["tests"]:
-        mark = "PASS" if t["passed"] else "FAIL"
-        lines.append(f"| {mark} | {escape(t['test-name'])} | {t['score']}/{t['max-score']} | {escape(t.get('hint', ''))} |")
-    return "\n".join(lines) + "\n"
-
-
 def put(path: Path, text: str) -> None:
     """Write `path` in one step, replacing a file or link there (never writing through a link)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -136,17 +115,24 @@ def main() -> int:
         except (subprocess.CalledProcessError, OSError) as e:
             say(f"::error title=Grading failed::could not install the grader ({e}); no score is posted")
             return 1
-        out = scratch / "result.json"
-        cmd = [python, "-I", str(LAB / "grader" / "boot.py"), *(["--seal-key-file", "-"] if key else []),
-               "--submission", str(checkout / "exercises"), "--format", "classroom50", "--out", str(out)]
-        done = subprocess.run(cmd, input=key, cwd=scratch, env=clean_env())
-        if done.returncode > 1 or not out.is_file():
+        report = scratch / "report.json"
+        cmd = [python, "-I", str(LAB / "grader" / "boot.py"), *(["--seal-key-file", str(key)] if key else []),
+               "--submission", str(checkout / "exercises"), "--format", "json", "--out", str(report)]
+        done = subprocess.run(cmd, stdin=subprocess.DEVNULL, cwd=scratch, env=clean_env())
+        if done.returncode > 1 or not report.is_file():
             say(f"::error title=Grading failed::grade stopped with exit code {done.returncode} before it could "
                 "grade; its message is above. No score is posted.")
             return 1
-        doc = json.loads(out.read_text(encoding="utf-8"))
+        # the result document and the release's Markdown (every text a submission wrote in a code span), from the report
+        files = subprocess.run([python, "-I", str(LAB / "grader" / "workflow.py"), "classroom50", str(report),
+                                str(scratch), *([] if key else ["public"])], stdin=subprocess.DEVNULL, cwd=scratch,
+                               env=clean_env())
+        if files.returncode != 0:
+            return 1
+        doc = json.loads((scratch / "result.json").read_text(encoding="utf-8"))
+        body = (scratch / "release-body.md").read_text(encoding="utf-8")
     put(checkout / "result.json", json.dumps(doc, indent=2) + "\n")
-    put(checkout / "release-body.md", release_body(doc, public=not key))
+    put(checkout / "release-body.md", body)
     say(f"Attention lab: {doc['score']}/{doc['max-score']} written to result.json")
     return 0
 

@@ -10,15 +10,14 @@ from pathlib import Path
 
 FAKES = Path(__file__).parent / "fakegh"
 BIN = Path(sys.executable).parent  # the venv's grade, python, zizmor and check-jsonschema
-CHECKOUT = Path(__file__).parent / "checkout"  # a `grade` running this checkout, where the venv has none
 ROSTER_HEADER = "username,first_name,last_name,email,section,github_id,role\n"
 
 
 def base_env(home: Path) -> dict[str, str]:
-    """A clean environment, as a fresh runner or cluster node has: the stand-ins first on PATH, then the venv (and
-    after it, for a venv without the project installed, a `grade` that runs this checkout)."""
+    """A clean environment, as a fresh runner or cluster node has: the stand-ins first on PATH, then the venv (whose
+    `grade` is the project's, installed as the README says)."""
     home.mkdir(parents=True, exist_ok=True)
-    return {"PATH": os.pathsep.join([str(FAKES), str(BIN), str(CHECKOUT), os.environ.get("PATH", "/usr/bin:/bin")]),
+    return {"PATH": os.pathsep.join([str(FAKES), str(BIN), os.environ.get("PATH", "/usr/bin:/bin")]),
             "HOME": str(home), "LANG": "C.UTF-8", "GIT_CONFIG_NOSYSTEM": "1"}
 
 

@@ -19,8 +19,10 @@ from grader.verbs.release_files import column, release_digests, release_held
 def installed_and_run(release: Path, into: Path) -> Path:
     """A copy of `release` as an instructor leaves it after `pip install -e .` and a run of `grade` there."""
     folder = shutil.copytree(release, into)
+    # --ignore-installed: pip would otherwise uninstall the attention-lab this test runs from to put the copy there
     done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                           "--no-warn-script-location", "--prefix", str(into.parent / "prefix"), "-e", str(folder)],
+                           "--ignore-installed", "--no-warn-script-location", "--prefix", str(into.parent / "prefix"),
+                           "-e", str(folder)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     made = {"attention_lab.egg-info/PKG-INFO": "Name: attention-lab\n", "attention_lab.egg-info/SOURCES.txt": "grader/cli.py\n",

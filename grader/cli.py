@@ -94,10 +94,12 @@ def _submission(path: Path, scratch: Path) -> Path:
 @click.argument("pieces", nargs=-1)
 @click.option("--submission", "-s", type=click.Path(path_type=Path), default=Path("exercises"), show_default=True,
               help="Folder laid out like exercises/ to grade.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "classroom", "classroom50", "gradescope", "junit"]),
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown", "classroom", "classroom50", "gradescope",
+                                                    "junit"]),
               default="text", show_default=True, help="text: a table per piece with hints; json: score, max_score and "
-              "pieces; classroom: base64 payload for the Classroom reporter; classroom50: Classroom 50's result.json "
-              "(identity from its runner's environment); gradescope: results.json; junit: JUnit XML.")
+              "pieces; markdown: a GitHub job summary; classroom: base64 payload for the old Classroom reporter; "
+              "classroom50: Classroom 50's result.json (identity from its runner's environment); gradescope: "
+              "results.json; junit: JUnit XML.")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Write the report here instead of stdout.")
 @grading_options
 @click.option("--plots", type=click.Path(path_type=Path, file_okay=False), default=None,

@@ -52,7 +52,7 @@ def _submission(path: Path, scratch: Path) -> Path:
 
     In a folder that holds lesson.ipynb (exercises/), each piece's .py file is graded unless it is still the
     untouched stub; then the notebook's cell for the piece is (notebook.combine). Working only in the
-    notebook thus earns the same grade, in Classroom too, as editing the files; stderr says which was graded.
+    notebook thus earns the same grade, in the per-push grade too, as editing the files; stderr says which was graded.
     """
     from grader.lesson.notebook import NOTEBOOK, NotebookError
     from grader.runner import report
@@ -168,7 +168,7 @@ def release() -> None:
 @click.option("--seal-key-file", "--key-file", "key_file", type=click.Path(path_type=Path, dir_okay=False),
               default=None, help="Seal with the key in this file. Default: ATTNLAB_SEAL_KEY, else the previous "
               "release's key file OUT.seal-key, else a new key written there (mode 0600).")
-@click.option("--new-key", is_flag=True, help="Seal with a new key, written to OUT.seal-key: the Classroom secret "
+@click.option("--new-key", is_flag=True, help="Seal with a new key, written to OUT.seal-key: the Actions secret "
               "ATTNLAB_SEAL_KEY must then be updated, since the old key does not open this release.")
 def release_student(out: Path, key_file: Path | None, new_key: bool) -> None:
     """Stubs, notebook, grader, data and workflow, with the reference, hidden cases and answering lab code sealed."""
@@ -183,7 +183,7 @@ def release_student(out: Path, key_file: Path | None, new_key: bool) -> None:
         raise GraderError(str(e)) from None
     click.echo(f"wrote the student release to {out}\n{said}\n"
                f"Keep {chosen.path} out of the release. Its contents are the repository or organisation secret "
-               f"ATTNLAB_SEAL_KEY, with which the Classroom workflow opens the hidden cases.")
+               f"ATTNLAB_SEAL_KEY, with which the per-push workflow opens the hidden cases.")
 
 
 @release.command("classroom50")

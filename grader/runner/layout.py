@@ -1,5 +1,5 @@
 """Where the hidden cases and the reference live: in the instructor's repository, sealed in a student
-release (opened with ATTNLAB_SEAL_KEY, a Classroom secret), or absent (local runs of a release, which
+release (opened with ATTNLAB_SEAL_KEY, an Actions secret, or a key file on a Classroom 50 runner), or absent (local runs of a release, which
 fall back to the public smoke checks in grader/public). The lab modules that hold a piece's answer
 (grader.lab.SEALED) travel in the same bundle and import from it once it is opened."""
 from __future__ import annotations

@@ -146,10 +146,10 @@ def to_text(runs: list[PieceRun], source: str, color: bool = False, quick: tuple
         if means:  # what graded code can do here that the jail stops elsewhere: said, since nothing here stops it
             lines.append(f"(note: the worker jail here lacks {', '.join(gaps)}, so graded code here can")
             lines.append(f" {' and '.join(means)}; the score counts the same,")
-            lines.append(" but the one to trust is Classroom's, Gradescope's or your instructor's regrade)")
+            lines.append(" but the one to trust is a graded run on Linux (the per-push grade, Gradescope) or your instructor's regrade)")
         else:
             lines.append(f"(note: the worker jail here lacks {', '.join(gaps)}; the score counts the same,")
-            lines.append(" but the one to trust is Classroom's, Gradescope's or your instructor's regrade)")
+            lines.append(" but the one to trust is a graded run on Linux (the per-push grade, Gradescope) or your instructor's regrade)")
     lines += [f"Total: {total}/{top}" + (f" ({quick_note(quick)})" if quick else "")]
     return "\n".join(lines)
 
@@ -245,7 +245,7 @@ def grader_error(fmt: str, message: str) -> str | None:
     """What each format says when the grader's own processes failed: the cause, and no score to post.
 
     Gradescope gets no "score" and no "tests" (its run counts as a failed autograder, not a zero);
-    Classroom gets nothing (the workflow posts no points when grade exits 2); JUnit gets one error."""
+    Classroom and Classroom 50 get nothing (no points are posted when grade exits 2); JUnit gets one error."""
     import xml.etree.ElementTree as ET
 
     line = f"{GRADER_ERROR}: {safe(message, 500)}. This is not the submission's fault; no grade was recorded."

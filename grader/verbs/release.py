@@ -1,13 +1,13 @@
 """`grade release`: the repository students get, and later the solutions.
 
-Student release: stubs, notebook, grader, data and the Classroom workflow; the reference, the
+Student release: stubs, notebook, grader, data and the per-push grading workflow; the reference, the
 hidden cases and the lab modules that hold a piece's answer (grader.lab.SEALED: the baseline, the
 evaluator, Luong's model) travel only as grader/sealed.bin, encrypted with a key the instructor stores
-as the Classroom secret ATTNLAB_SEAL_KEY. Where the key is set (the Classroom workflow) `grade` opens the
+as the Actions secret ATTNLAB_SEAL_KEY. Where the key is set (the per-push workflow) `grade` opens the
 bundle and runs the real cases; without it (a student's laptop) `grade` runs the public smoke checks
-and says that the graded run happens in Classroom.
+and says that the graded run happens where the key is.
 
-The key is reused from one release to the next (`release_key`), so the Classroom secret keeps opening
+The key is reused from one release to the next (`release_key`), so the Actions secret keeps opening
 the bundle; it is written for its owner only.
 """
 from __future__ import annotations
@@ -136,7 +136,7 @@ def release_key(out: Path, *, key_file: Path | None = None, env_key: bytes | Non
 
     `new` (--new-key): a new key, kept in OUT.seal-key. Otherwise the first of: the `key_file` given
     (--seal-key-file), `env_key` (ATTNLAB_SEAL_KEY), the previous release's OUT.seal-key, and only then a
-    new key. A key reused keeps the Classroom secret opening the new release's grader/sealed.bin.
+    new key. A key reused keeps the Actions secret opening the new release's grader/sealed.bin.
     """
     from cryptography.fernet import Fernet
 
@@ -207,7 +207,7 @@ def build_student(out: Path, *, key_file: Path | None = None, env_key: bytes | N
         write_key(where, chosen.key)
     if chosen.origin == "new":
         said = (f"sealing key: a new one, written to {where} (mode 0600)"
-                + ("; it replaces the previous release's key there, so update the Classroom secret ATTNLAB_SEAL_KEY "
+                + ("; it replaces the previous release's key there, so update the Actions secret ATTNLAB_SEAL_KEY "
                    "(the old one does not open this release)" if chosen.replaces else "")
                 + ("; ATTNLAB_SEAL_KEY, set here, was not used (--new-key)" if env_key else ""))
     elif chosen.origin == "previous":

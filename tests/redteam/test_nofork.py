@@ -232,7 +232,7 @@ def test_without_fork_or_a_file_jail_the_worker_holds_no_seal_key_and_the_report
     assert {"seccomp", "landlock"} <= missing
     # nothing here stops a worker's socket: the report says so, beside the layers it lacks
     assert "so graded code here can" in text and "reach this machine's ports and the network" in text, text[-1500:]
-    assert "the one to trust is Classroom's, Gradescope's or your instructor's regrade" in text
+    assert "the one to trust is a graded run on Linux (the per-push grade, Gradescope) or your instructor's regrade" in text
     arena.assert_unharmed(everything)
 
 

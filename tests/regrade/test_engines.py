@@ -314,7 +314,7 @@ def test_no_script_holds_an_expression_and_the_workflow_keeps_its_guards():
     assert grade["strategy"]["fail-fast"] is False
     assert grade["strategy"]["matrix"]["shard"] == "${{ fromJSON(needs.clone.outputs.matrix) }}"
     part = next(s for s in grade["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
-    assert part["uses"] == "actions/upload-artifact@v4" and part["with"]["overwrite"] is True
+    assert part["uses"] == "actions/upload-artifact@v7" and part["with"]["overwrite"] is True
     assert part["with"]["name"] == "part-${{ matrix.shard }}"
     merge = wf["jobs"]["merge"]
     assert "!cancelled()" in merge["if"] and "grade" in merge["needs"]

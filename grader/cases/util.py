@@ -85,28 +85,6 @@ def right_elsewhere(check) -> bool:
     return True
 
 
-def on_meta(fn, *args, what: str, hint: str):
-    """Call student code on meta tensors; torch's "Cannot copy out of meta tensor" (a NotImplementedError) means a
-    tensor was made on the CPU and mixed with the inputs, not an unfinished piece.
-
-    A case that uses it is worth 0 points, like the CUDA cases: a meta tensor has no values, so code that
-    special-cases meta (`if x.device.type == "meta": return torch.empty(...)`) would pass it without being
-    device-agnostic. The device cases that pay a point run on the stand-in CUDA device instead (on_device)."""
-    try:
-        with verdicts.meta_answers():
-            return fn(*args)
-    except RemoteError as e:
-        if e.kind != "not_implemented":
-            raise verdicts.student_failure(e, what) from None
-        message = str(e)
-    except NotImplementedError as e:  # verdicts.call already turned the worker's answer into one
-        message = str(e)
-    if "meta tensor" not in message:
-        raise NotImplementedError(message)
-    verdicts.fail(f"{what} mixed the inputs with a tensor it made on the CPU (torch could not copy a meta tensor into "
-                f"it); {hint}.")
-
-
 def cuda_or_skip() -> torch.device:
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device here; this case runs where one is present")

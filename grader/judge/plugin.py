@@ -315,7 +315,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         msgs.append(explain(call.excinfo.value, item))
         if grader_fault(call.excinfo.value):
             st["fault"] = msgs[-1]
-        if msgs[-1].startswith("timed out"):
+        if timed_out(call.excinfo.value):  # by what was raised, never by the words of its message
             st["hung"] = True
     elif rep.skipped and call.excinfo is not None:
         msgs.append("skipped: " + str(getattr(call.excinfo.value, "msg", call.excinfo.value)))
@@ -339,7 +339,7 @@ def _write_record(item: pytest.Item, st: dict) -> None:
     }
     from grader.judge import withhold
 
-    if withhold.dropped():  # the message left out something the worker said: the report says why
+    if withhold.take_dropped():  # the message left out something the worker said: the report says why
         record["withheld"] = True
     if st.get("fault"):  # the grader's own processes failed: the parent reports it instead of a score
         record["fault"] = st["fault"]
@@ -388,16 +388,27 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def grader_fault(exc: BaseException) -> bool:
     """Whether a case failed because the grader's own processes could not start or run (never the student's)."""
-    from grader.judge.workers import WorkerLost
+    from grader.judge.workers import Lost, WorkerLost
 
-    return isinstance(exc, WorkerLost) and exc.server
+    return isinstance(exc, WorkerLost) and exc.kind is Lost.SERVER
+
+
+def timed_out(exc: BaseException) -> bool:
+    """Whether a case ran past its deadline: its worker timed out (WorkerLost of that kind), or pytest-timeout
+    stopped the case itself (its Failed, "Timeout ...")."""
+    from grader.judge.workers import Lost, WorkerLost
+
+    if isinstance(exc, WorkerLost):
+        return exc.kind is Lost.TIMED_OUT
+    text = str(exc).strip()
+    return type(exc).__name__ == "Failed" and text.startswith("Timeout")
 
 
 def explain(exc: BaseException, item: pytest.Item) -> str:
     """Turn whatever a case raised into one line for the student (never the case's source)."""
     from grader.judge import withhold
     from grader.judge.verdicts import CaseFailure
-    from grader.judge.workers import LoadError, RemoteError, WorkerLost
+    from grader.judge.workers import LoadError, Lost, RemoteError, WorkerLost
 
     name = type(exc).__name__
     if isinstance(exc, (CaseFailure, LoadError)):
@@ -411,12 +422,12 @@ def explain(exc: BaseException, item: pytest.Item) -> str:
 
         return str(student_failure(exc, "your code"))
     text = str(exc).strip().splitlines()
-    if (isinstance(exc, WorkerLost) and exc.timed_out) or (name == "Failed" and text and text[0].startswith("Timeout")):
+    if timed_out(exc):
         return f"timed out after {case_timeout(item):g} s: look for a loop that never ends"
-    if isinstance(exc, WorkerLost) and exc.server:
+    if isinstance(exc, WorkerLost) and exc.kind is Lost.SERVER:
         return f"the grader's worker server failed ({exc}); grade again, and report it if it persists"
     if isinstance(exc, WorkerLost):
-        return f"your code {withhold.lost(str(exc))}: the process running it ended before answering"
+        return f"your code {withhold.lost(exc)}: the process running it ended before answering"
     if withhold.active():  # the judge's own error, but about data a worker sent: its type alone
         return withhold.hide("", f"the grader could not run this case ({withhold.error_type(name)}); please report it")
     return f"the grader could not run this case ({name}: {(text[0] if text else '')[:200]}); please report it"

@@ -96,7 +96,7 @@ class Slot:
                 self.worker.kill()
                 raise WorkerLost(f"the worker jail on this machine lacks {' and '.join(lacking)}, which grading the "
                                  "sealed cases requires (graded code could read the seal key); run on a Linux "
-                                 "kernel with Landlock (5.13 or newer) and seccomp", server=True)
+                                 "kernel with Landlock (5.13 or newer) and seccomp", kind="server")
             try:
                 self.worker.request({"cmd": "load", "modules": self.sources, "student": self.student,
                                      "filename": self.filename, "seed": 0, "lab": self.lab, "own": self.own},

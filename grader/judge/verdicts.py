@@ -1,8 +1,6 @@
 """Assertions for the hidden cases: they tell a student what is wrong without printing the answer."""
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import math
 
 import torch
@@ -13,20 +11,6 @@ from grader.judge.workers import RemoteError
 
 _assert_close = torch.testing.assert_close
 _isfinite = torch.isfinite
-
-
-_META = contextvars.ContextVar("meta_answers", default=False)  # set only while a device case runs code on meta
-
-
-@contextlib.contextmanager
-def meta_answers():
-    """Within: an answer may be a meta tensor (the device cases feed meta inputs); elsewhere it is refused, since a
-    meta tensor carries no value to check."""
-    token = _META.set(True)
-    try:
-        yield
-    finally:
-        _META.reset(token)
 
 
 class CaseFailure(AssertionError):
@@ -44,7 +28,7 @@ def tensor(x: object, what: str, shape: tuple[int, ...] | None = None, dtype: to
     if x.layout != torch.strided or x.is_nested or x.is_quantized:  # sparse, nested, quantized: not an answer
         fail(f"{what} should be a dense tensor, got a {str(x.layout).removeprefix('torch.')} one; return it as torch "
              "computes it (no to_sparse(), nested or quantized tensors)")
-    if x.device.type == "meta" and not _META.get():
+    if x.device.type == "meta":
         fail(f"{what} is a meta tensor, which holds no values; compute it on the inputs' device")
     if shape is not None and tuple(x.shape) != tuple(shape):
         # withheld: a shape is numbers of the worker's choosing (a tensor with a 0 in it can have any other sizes)
@@ -125,15 +109,6 @@ def student_failure(e: RemoteError, what: str) -> Exception:
         return CaseFailure(withhold.hide("", f"{what} raised {withhold.error_type(e.type_name)}{withhold.where(e.where)}; "
                                              f"{withhold.NOTE}"))
     return CaseFailure(f"{what} raised {e.type_name}: {e}{e.where}")
-
-
-def on_device(device: str, hint: str, **tensors: object) -> None:
-    """Fail when an output left the inputs' device (a tensor made inside forward without device=...)."""
-    for name, t in tensors.items():
-        with meta_answers():
-            t = tensor(t, name)
-        if t.device.type != device:
-            fail(f"{name} ended up on {t.device.type}, not on the inputs' {device} device; {hint}")
 
 
 def copy_weights(student, reference: nn.Module, what: str) -> None:

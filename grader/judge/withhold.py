@@ -23,7 +23,7 @@ _state: dict = {"on": False, "filename": "", "lines": 0, "stubs": frozenset(), "
 def configure(on: bool, filename: str = "", source: str = "", stubs: frozenset[str] | set[str] = frozenset()) -> None:
     """Turn withholding on for this judge's piece: its file's name and text (a line number must be in it) and the
     "not implemented" messages of its stub."""
-    _state.update(on=on, filename=filename, lines=len(source.splitlines()), stubs=frozenset(stubs))
+    _state.update(on=on, filename=filename, lines=len(source.splitlines()), stubs=frozenset(stubs), dropped=0)
 
 
 def active() -> bool:
@@ -38,8 +38,9 @@ def hide(full: str, shown: str) -> str:
     return shown
 
 
-def dropped() -> bool:
-    """Whether anything was withheld since the last call: the case's record says so, and the report says why."""
+def take_dropped() -> bool:
+    """Whether anything was withheld since the last call (or `configure`), and start counting afresh: each case's
+    record says so of its own message, and the report says why."""
     found, _state["dropped"] = _state["dropped"] > 0, 0
     return found
 
@@ -83,11 +84,16 @@ def value_type(x: object) -> str:
     return hide(name, "an object of a class of its own")
 
 
-LOST = (("crashed with signal", "crashed"), ("exited early", "exited early"), ("sent ", "sent something that is not an answer"))
+# how a report names each way a worker was lost (grader.judge.workers.Lost, a str): the timeouts and the judge's own
+# stops as they are said, the others without their exit code, signal or what the worker sent; any other: "ended"
+LOST_SHOWN = frozenset({"timed_out", "stopped", "gone"})
+LOST_WITHHELD = {"crashed": "crashed", "exited": "exited early", "malformed": "sent something that is not an answer"}
 
 
-def lost(message: str) -> str:
-    """How a worker ended (WorkerLost): withheld, without the exit code, the signal or what its frame held."""
-    if not active() or message in ("timed out", "is gone", "was stopped"):
+def lost(exc: Exception) -> str:
+    """How a worker ended (a WorkerLost, told by its `kind`, never its text): withheld, without the exit code, the
+    signal or what its frame held."""
+    message, kind = str(exc), getattr(exc, "kind", None)
+    if not active() or kind in LOST_SHOWN:
         return message
-    return hide(message, next((said for prefix, said in LOST if message.startswith(prefix)), "ended"))
+    return hide(message, LOST_WITHHELD.get(kind, "ended"))

@@ -2,6 +2,7 @@
 there is no fork), one worker's process and socket, its prints, and the errors it can end a call with."""
 from __future__ import annotations
 
+import enum
 import itertools
 import json
 import os
@@ -31,13 +32,34 @@ class RemoteError(Exception):
         self.kind, self.type_name, self.where = kind, type_name, where
 
 
-class WorkerLost(Exception):
-    """The worker died, hung past the deadline or sent something that is not data; str() says which."""
+class Lost(enum.StrEnum):
+    """How a worker was lost (WorkerLost.kind): what the judge and the reports decide by, never the message's words.
+    The values are plain strings, which grader.judge.withhold names without importing this module."""
 
-    def __init__(self, message: str, timed_out: bool = False, server: bool = False) -> None:
+    TIMED_OUT = "timed_out"  # past the call's deadline: the judge stopped it
+    STOPPED = "stopped"  # killed by the judge (SIGKILL), or no exit status to be had
+    GONE = "gone"  # already dead when asked again
+    CRASHED = "crashed"  # ended by a signal of its own
+    EXITED = "exited"  # exited with a code before answering
+    MALFORMED = "malformed"  # sent something that is not an answer
+    SERVER = "server"  # the workers' fork server (or the machine's jail) failed, not the student's code
+
+
+class WorkerLost(Exception):
+    """The worker died, hung past the deadline or sent something that is not data: `kind` (a Lost) says which, and
+    str() says it to the student."""
+
+    def __init__(self, message: str, kind: Lost) -> None:
         super().__init__(message)
-        self.timed_out = timed_out
-        self.server = server  # the workers' fork server failed, not the student's code
+        self.kind = Lost(kind)
+
+    @property
+    def timed_out(self) -> bool:
+        return self.kind is Lost.TIMED_OUT
+
+    @property
+    def server(self) -> bool:
+        return self.kind is Lost.SERVER
 
 
 class WorkerServer:
@@ -75,7 +97,7 @@ class WorkerServer:
         if "pid" not in reply:
             chan.close()
             os.close(r)
-            raise WorkerLost(f"the worker server {reply.get('error', 'started no worker')}", server=True)
+            raise WorkerLost(f"the worker server {reply.get('error', 'started no worker')}", kind=Lost.SERVER)
         return reply["pid"], chan, r
 
     def wait(self, pid: int, grace: float) -> int | None:
@@ -86,16 +108,16 @@ class WorkerServer:
         try:
             socket.send_fds(self.sock, [(json.dumps(req) + "\n").encode()], list(fds))
         except OSError as e:
-            raise WorkerLost(f"the worker server is gone ({e.strerror})", server=True) from None
+            raise WorkerLost(f"the worker server is gone ({e.strerror})", kind=Lost.SERVER) from None
         end = time.monotonic() + timeout
         while True:
             while b"\n" not in self.buf:
                 wait = end - time.monotonic()
                 if wait <= 0 or not select.select([self.sock], [], [], wait)[0]:
-                    raise WorkerLost("the worker server did not answer; is the machine overloaded?", server=True)
+                    raise WorkerLost("the worker server did not answer; is the machine overloaded?", kind=Lost.SERVER)
                 chunk = self.sock.recv(65536)
                 if not chunk:
-                    raise WorkerLost("the worker server exited", server=True)
+                    raise WorkerLost("the worker server exited", kind=Lost.SERVER)
                 self.buf += chunk
             line, _, self.buf = self.buf.partition(b"\n")
             try:
@@ -135,7 +157,7 @@ class SpawnedWorkers:
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         env=worker_env(), cwd=tempfile.gettempdir())
             except OSError as e:
-                raise WorkerLost(f"a worker could not start ({e.strerror or e})", server=True) from None
+                raise WorkerLost(f"a worker could not start ({e.strerror or e})", kind=Lost.SERVER) from None
             self.procs[proc.pid] = proc
             try:
                 proc.stdin.write(json.dumps({"token": token, "memory_gb": memory_gb, "cpu_seconds": cpu_seconds}).encode()
@@ -152,7 +174,7 @@ class SpawnedWorkers:
             if proc.poll() is not None:
                 tail = proc.stdout.read(4000).decode("utf-8", "replace").strip().splitlines() if proc.stdout else []
                 raise WorkerLost(f"a worker exited while starting ({tail[-1][:200] if tail else proc.returncode})",
-                                 server=True)
+                                 kind=Lost.SERVER)
             if not select.select([listener], [], [], 0.2)[0]:
                 continue
             conn, _ = listener.accept()
@@ -166,7 +188,7 @@ class SpawnedWorkers:
                 return conn
             conn.close()  # not our worker
         self.wait(proc.pid, 0.0)
-        raise WorkerLost("a worker did not start in time; is the machine overloaded?", server=True)
+        raise WorkerLost("a worker did not start in time; is the machine overloaded?", kind=Lost.SERVER)
 
     def wait(self, pid: int, grace: float) -> int | None:
         proc = self.procs.pop(pid, None)
@@ -245,12 +267,12 @@ class Worker:
             return wire.recv(self.fd, deadline, on_idle=self._pump)
         except wire.Deadline:
             self.kill()
-            raise WorkerLost("timed out", timed_out=True) from None
+            raise WorkerLost("timed out", Lost.TIMED_OUT) from None
         except wire.Closed:  # it is ending: give it a moment to say how
-            raise WorkerLost(self.kill(grace=0.5)) from None
+            raise WorkerLost(*self._end(grace=0.5)) from None
         except (wire.WireError, MemoryError) as e:
             self.kill()
-            raise WorkerLost(f"sent {e or 'an answer too large to open'}") from None
+            raise WorkerLost(f"sent {e or 'an answer too large to open'}", Lost.MALFORMED) from None
 
     def hello(self, deadline: float) -> list[str]:
         if self.jail is None:
@@ -261,19 +283,19 @@ class Worker:
     def request(self, req: dict, deadline: float, callbacks: Callable[[str, list, dict], object] | None = None) -> object:
         """Send one command and return its decoded value; callbacks answer the questions a remote model asks."""
         if self.dead:
-            raise WorkerLost("is gone")
+            raise WorkerLost("is gone", Lost.GONE)
         self.hello(deadline)
         try:
             wire.send(self.fd, req)
         except OSError:
-            raise WorkerLost(self.kill()) from None
+            raise WorkerLost(*self._end()) from None
         self.busy = True  # until its answer is in: a judge stopped meanwhile kills the worker, no grace
         asked = 0
         while True:
             reply = self.recv(deadline)
             if not isinstance(reply, dict):
                 self.kill()
-                raise WorkerLost("sent an answer that is not a record")
+                raise WorkerLost("sent an answer that is not a record", Lost.MALFORMED)
             if "callback" in reply:
                 asked += 1
                 self._answer(reply, callbacks, asked)
@@ -284,11 +306,11 @@ class Worker:
                     return wire.decode(reply.get("value"))
                 except (wire.WireError, MemoryError) as e:
                     self.kill()
-                    raise WorkerLost(f"sent {e}") from None
+                    raise WorkerLost(f"sent {e}", Lost.MALFORMED) from None
             err = reply.get("error")
             if not isinstance(err, dict):
                 self.kill()
-                raise WorkerLost("sent a malformed error")
+                raise WorkerLost("sent a malformed error", Lost.MALFORMED)
             raise RemoteError(*(str(err.get(k, ""))[:400] for k in ("kind", "type", "message", "where")))
 
     def _answer(self, reply: dict, callbacks, asked: int) -> None:
@@ -310,13 +332,17 @@ class Worker:
 
     def kill(self, grace: float = 0.0) -> str:
         """End the worker (after `grace` seconds); returns how it ended, for the student."""
+        return self._end(grace)[0]
+
+    def _end(self, grace: float = 0.0) -> tuple[str, Lost]:
+        """End the worker (after `grace` seconds): how it ended, for the student, and its kind."""
         if self.dead:
-            return "is gone"
+            return "is gone", Lost.GONE
         self.dead = True
         status = self._wait(grace)
         if status is None or status == -9:  # SIGKILL: stopped by the judge
-            return "was stopped"
-        return describe_exit(status)
+            return "was stopped", Lost.STOPPED
+        return describe_exit(status), Lost.CRASHED if status < 0 else Lost.EXITED
 
     def _read_pipe(self, pipe) -> None:
         while True:

@@ -25,7 +25,6 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 DEVICE = torch.device("cuda", 0)
 _CPU = torch.device("cpu")
-_aten = torch.ops.aten
 # operations whose tensor arguments may be on the CPU beside device tensors (as on real CUDA): {op: indices
 # of the arguments that may be}; indexing takes CPU indices, a copy a source anywhere
 _MIXED = {

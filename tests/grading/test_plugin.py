@@ -106,3 +106,35 @@ def test_an_import_error_becomes_every_cases_message(plain):
     _, rows = run_graded(plain, CASES, "raise RuntimeError('boom')\n", "-k", "passes")
     rec = json.loads(rows[0]["record"])
     assert rec["passed"] is False and "importing encoder.py raised RuntimeError: boom" in rec["message"]
+
+
+SAYS_TIMED_OUT = """
+import time
+import pytest
+
+from grader.judge.plugin import HUNG_TIMEOUT
+
+pytestmark = pytest.mark.piece("encoder")
+
+@pytest.mark.points(1)
+def test_first(sub):
+    FIRST
+
+@pytest.mark.points(1)
+def test_a_later_case_that_takes_longer_than_a_hung_pieces_budget(sub):
+    time.sleep(HUNG_TIMEOUT + 0.5)
+"""
+
+
+@pytest.mark.parametrize("first, hung", [
+    ("from grader.judge.verdicts import fail; fail('timed out waiting for the second half: a hint of its own')", False),
+    ("time.sleep(3)", True),  # pytest-timeout stops it: the piece hangs, and the later cases get a short budget
+])
+def test_a_piece_is_hung_by_a_timeout_never_by_a_message_that_begins_with_its_words(plain, first, hung):
+    cases = SAYS_TIMED_OUT.replace("FIRST", first).replace("@pytest.mark.points(1)\ndef test_first",
+                                                           "@pytest.mark.points(1)\n@pytest.mark.timeout(1)\ndef test_first")
+    _, rows = run_graded(plain, cases, "class EncoderAll: pass\n")
+    by_case = {json.loads(r["record"])["case"]: json.loads(r["record"]) for r in rows}
+    assert by_case["test_first"]["passed"] is False and by_case["test_first"]["message"].startswith("timed out")
+    later = by_case["test_a_later_case_that_takes_longer_than_a_hung_pieces_budget"]
+    assert later["passed"] is (not hung), later

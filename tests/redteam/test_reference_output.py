@@ -345,12 +345,21 @@ def test_an_exception_from_a_withheld_worker_keeps_only_a_built_in_type_and_a_li
     stub = "piece 'decoder': write AttnDecoder.forward_step"
     assert explain(NotImplementedError(stub), None) == f"not implemented yet ({stub})"
     assert explain(KeyError(STOLEN), None) == "the grader could not run this case (KeyError); please report it"
-    assert withholding.dropped() and not withholding.dropped()  # the record says so, once
+    assert withholding.take_dropped() and not withholding.take_dropped()  # the record says so, once
+
+
+def test_a_count_left_from_an_earlier_configuration_marks_no_case_withheld(withholding):
+    withholding.hide(STOLEN, "")  # something withheld, never taken by a record
+    withholding.configure(True, "decoder.py", "x = 1\n" * 50)
+    assert not withholding.take_dropped()  # the next case's record: nothing of its own was withheld
+    withholding.hide(STOLEN, "")
+    withholding.configure(False)
+    assert not withholding.take_dropped()  # nor where nothing is withheld at all
 
 
 def test_an_answer_from_a_withheld_worker_is_named_without_its_class_shape_length_or_ending(withholding):
     from grader.judge import verdicts
-    from grader.judge.workers import import_message, RemoteError
+    from grader.judge.workers import import_message, Lost, RemoteError, WorkerLost
     from grader.worker.wire import Opaque
 
     def failure(fn, *args) -> str:
@@ -363,14 +372,34 @@ def test_an_answer_from_a_withheld_worker_is_named_without_its_class_shape_lengt
     assert "Leak_" not in failure(verdicts.tensor, Opaque("Leak_ZQCANARY"), "logits", (3, 11))
     assert "90, 81" not in failure(verdicts.tensor, torch.zeros(0, 90, 81, 67), "logits", (3, 11))
     assert "31337" not in failure(verdicts.pair, tuple(range(31337)), "the state")
-    assert [withholding.lost(m) for m in ("crashed with signal 10 (SIGUSR1)", "exited early (exit code 90)",
-                                          f"sent an unknown tag {STOLEN[:40]!r}", "timed out")] == \
-        ["crashed", "exited early", "sent something that is not an answer", "timed out"]
+    assert [withholding.lost(WorkerLost(m, kind)) for m, kind in (
+        ("crashed with signal 10 (SIGUSR1)", Lost.CRASHED), ("exited early (exit code 90)", Lost.EXITED),
+        (f"sent an unknown tag {STOLEN[:40]!r}", Lost.MALFORMED), ("timed out", Lost.TIMED_OUT),
+        ("was stopped", Lost.STOPPED), ("is gone", Lost.GONE))] == \
+        ["crashed", "exited early", "sent something that is not an answer", "timed out", "was stopped", "is gone"]
     broken = "def f(:\n    pass\n"
     assert import_message("decoder.py", RemoteError("error", "SyntaxError", STOLEN, " at line 1"), broken) == \
         "decoder.py has a syntax error at line 1: invalid syntax"  # the judge's own compile of the student's file
     assert import_message("decoder.py", RemoteError("error", "SyntaxError", STOLEN, " at line 1"), "x = 1\n") == \
         "importing decoder.py raised SyntaxError; its message is withheld"
+
+
+def test_how_a_worker_was_lost_is_told_by_its_kind_never_by_its_words(withholding):
+    from grader.judge.plugin import explain, grader_fault, timed_out
+    from grader.judge.workers import Lost, WorkerLost
+
+    # the words a kind is said in are the worker's own where they can be: they decide nothing
+    assert withholding.lost(WorkerLost("timed out", Lost.MALFORMED)) == "sent something that is not an answer"
+    assert withholding.lost(WorkerLost(f"sent {STOLEN}", Lost.CRASHED)) == "crashed"
+    assert withholding.lost(WorkerLost(f"crashed with signal {STOLEN}", Lost.EXITED)) == "exited early"
+    assert withholding.lost(WorkerLost("is gone " + STOLEN, Lost.GONE)) == "is gone " + STOLEN  # the judge's words
+    assert all(withholding.lost(WorkerLost(STOLEN, kind)) == STOLEN or STOLEN not in withholding.lost(WorkerLost(STOLEN, kind))
+               for kind in Lost)
+    assert timed_out(WorkerLost("anything", Lost.TIMED_OUT)) and not timed_out(WorkerLost("timed out", Lost.STOPPED))
+    assert grader_fault(WorkerLost("no words of a server", Lost.SERVER)) and not grader_fault(WorkerLost("the worker server",
+                                                                                                      Lost.EXITED))
+    assert explain(WorkerLost("exited early (exit code 3)", Lost.EXITED), None) == \
+        "your code exited early: the process running it ended before answering"
 
 
 def test_without_withholding_an_exception_is_shown_as_it_was_raised():

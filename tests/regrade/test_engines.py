@@ -258,12 +258,20 @@ class Runner:
 
 
 def parse_outputs(text: str) -> dict[str, str]:
-    """GITHUB_OUTPUT's two forms: name=value and name<<DELIMITER ... DELIMITER."""
+    """GITHUB_OUTPUT's two forms: name=value and name<<DELIMITER ... DELIMITER; a heredoc without its closing
+    DELIMITER line is refused (ValueError), as Actions fails the step that wrote it."""
     found, lines = {}, iter(text.splitlines())
     for line in lines:
         if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
             key, delim = line.split("<<", 1)
-            found[key] = "\n".join(iter(lambda: next(lines), delim))
+            body = []
+            for inner in lines:
+                if inner == delim:
+                    break
+                body.append(inner)
+            else:
+                raise ValueError(f"GITHUB_OUTPUT: {key}<<{delim} has no closing {delim} line")
+            found[key] = "\n".join(body)
         elif "=" in line:
             key, value = line.split("=", 1)
             found[key] = value
@@ -653,8 +661,23 @@ def test_write_copies_every_engine_and_overwrites_nothing(tmp_path):
     assert (other / "slurm" / "submit.sh").read_text() == "mine\n"
 
 
-def test_every_template_is_written_and_none_reaches_a_student_release():
+def test_every_template_is_written_and_none_reaches_a_student_release(tmp_path):
     on_disk = sorted(p.relative_to(TEMPLATES).as_posix() for p in TEMPLATES.rglob("*") if p.is_file())
     assert on_disk == sorted(engines.FILES)
-    for name in engines.FILES:
-        assert f"grader/templates/regrade/{name}".startswith(release._PRIVATE), name
+    tracked = subprocess.run(["git", "ls-files", "grader/templates/regrade"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    assert sorted(tracked) == [f"grader/templates/regrade/{n}" for n in sorted(engines.FILES)]  # a release copies these
+    built, _ = release.student(tmp_path / "rel")
+    shipped = sorted(p.relative_to(built).as_posix() for p in built.rglob("*") if p.is_file())
+    assert {"grader/__init__.py", "grader/sealed.bin", "README.md"} <= set(shipped)  # a release, built here
+    assert not (built / "grader" / "templates" / "regrade").exists()
+    assert not [rel for rel in shipped if rel.startswith("grader/templates/regrade")]
+
+
+def test_the_outputs_reader_takes_both_forms_and_refuses_a_heredoc_actions_would_fail_on():
+    assert parse_outputs("a=1\nb<<EOF\nx=2\n\ny\nEOF\nc=three=3\n") == {"a": "1", "b": "x=2\n\ny", "c": "three=3"}
+    assert parse_outputs("b<<EOF\nEOF\n") == {"b": ""}
+    with pytest.raises(ValueError, match="b<<EOF has no closing EOF line"):
+        parse_outputs("a=1\nb<<EOF\nx\ny\n")
+    with pytest.raises(ValueError, match="no closing"):
+        parse_outputs("b<<EOF\nx\n EOF\n")  # the delimiter alone on its line, as Actions reads it

@@ -69,7 +69,7 @@ def _submission(path: Path, scratch: Path) -> Path:
         raise click.BadParameter(f"{path} does not exist; pass the folder that holds your encoder.py, additive.py, ...", param_hint="--submission")
     if not path.is_dir():
         raise click.BadParameter(f"{path} is a file; pass the folder laid out like exercises/", param_hint="--submission")
-    from grader.verbs.intake import is_link
+    from grader.files import is_link
 
     for link in (path, path / NOTEBOOK.name):  # the regrade's and Gradescope's rule: a link is never followed
         if is_link(link):

@@ -117,7 +117,7 @@ def batch_class(submissions: tuple[Path, ...], out: Path, reports: Path | None, 
     import os
 
     from grader.verbs import batch as verb
-    from grader.verbs.grade import resolve_seed
+    from grader.runner.display import resolve_seed
 
     missing = [str(p) for p in submissions if not os.path.lexists(p)]  # a dangling link is a student's error row
     if missing:

@@ -4,7 +4,7 @@
   starts in and from whatever sits beside the grader: no working directory, no user site-packages, and on
   `sys.path` only `import_root()`, a folder whose one entry is the grader package (where the grader lives
   inside a student's repository, its root may hold a `sitecustomize.py`, a `torch.py` or a plugin).
-  The environment is the caller's to scrub (grader.runner.launch: no inherited `PYTHON*` variable).
+  The environment is the caller's to scrub (grader.childenv: no inherited `PYTHON*` variable).
 - `FORK_SERVERS`: Linux with `os.fork`, descriptor passing and `resource`. Elsewhere (Windows; macOS,
   where forking after torch has loaded its thread pools and Apple's frameworks is unsafe, which is why
   Python's own multiprocessing spawns there) every judge and worker is a fresh interpreter.

@@ -69,7 +69,7 @@ class WorkerServer:
         self.proc = None
         if fd is None:
             mine, theirs = socket.socketpair()
-            from grader.runner.launch import worker_env
+            from grader.childenv import worker_env
 
             self.proc = subprocess.Popen(host.python("grader.worker.forkserver", str(theirs.fileno())),
                                          pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -146,7 +146,7 @@ class SpawnedWorkers:
         self.procs: dict[int, subprocess.Popen] = {}
 
     def start(self, memory_gb: float, cpu_seconds: int) -> tuple[int, socket.socket, subprocess.Popen]:
-        from grader.runner.launch import worker_env
+        from grader.childenv import worker_env
 
         token = secrets.token_hex(16)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:

@@ -1,7 +1,7 @@
 """The lab's own model code: the toy task, the trusted training loop and evaluator, the baseline and Luong models, the artifacts.
 
 Three of these modules hold a piece's answer, so a student release does not ship them in clear but seals them in
-grader/sealed.bin with the hidden cases (grader/verbs/release.py): the baseline's `Encoder.forward` is
+grader/sealed.bin with the hidden cases (grader/release/build.py): the baseline's `Encoder.forward` is
 `EncoderAll.forward` and its `decode_teacher_forced` the loop of `Seq2SeqAttn.forward`; the evaluator's `greedy`
 and `batch_accuracy_by_length` are `greedy_decode` and `accuracy_by_length`; Luong's model is built from the
 baseline's encoder and loop. toy, train and artifacts answer no piece and ship as they are. Where the bundle is

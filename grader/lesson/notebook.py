@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 
 from grader.lesson.cells import cells
 from grader.pieces import PIECES
-from grader.lesson.stubs import EXERCISES, HEADER as STUB_HEADER, REFERENCE, stub_source
+from grader.judge.stubs import HEADER as STUB_HEADER, stub_source
+from grader.lesson.stubs import EXERCISES, REFERENCE
 
 if TYPE_CHECKING:
     import nbformat
@@ -328,7 +329,7 @@ def check(piece: str, *, quick: bool = True, notebook: str | Path | None = None)
     """
     from grader.runner import layout
     from grader.runner.schedule import grade
-    from grader.verbs.grade import DEFAULT_SEED, PUBLIC_NOTE, TrainingDisplay, left_out
+    from grader.runner.display import DEFAULT_SEED, PUBLIC_NOTE, TrainingDisplay, left_out
     from grader.runner.report import to_text
     from grader.runner.results import Limits
 

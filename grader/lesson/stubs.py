@@ -5,51 +5,11 @@ that names the piece and the function, as nbgrader and otter-grader do with thei
 """
 from __future__ import annotations
 
-import ast
-import re
 from pathlib import Path
 
 from grader import EXERCISES, REFERENCE
+from grader.judge.stubs import stub_source
 from grader.pieces import PIECES
-
-_BEGIN = re.compile(r"^(\s*)### BEGIN SOLUTION\s*$")
-_END = re.compile(r"^\s*### END SOLUTION\s*$")
-HEADER = '# Student file, generated from the reference by `grade stubs`: replace each NotImplementedError.\n'
-
-
-def _functions(source: str) -> list[tuple[int, int, str]]:
-    """(first line, last line, qualified name) of every function, innermost last."""
-    spans = []
-
-    def visit(node: ast.AST, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                name = f"{prefix}{child.name}"
-                if not isinstance(child, ast.ClassDef):
-                    spans.append((child.lineno, child.end_lineno or child.lineno, name))
-                visit(child, name + ".")
-
-    visit(ast.parse(source), "")
-    return spans
-
-
-def stub_source(source: str, piece: str) -> str:
-    """The stub text for one reference module."""
-    spans = _functions(source)
-    out, skipping = [], False
-    for number, line in enumerate(source.splitlines(keepends=True), start=1):
-        begin = _BEGIN.match(line)
-        if begin:
-            owner = [name for first, last, name in spans if first <= number <= last][-1]
-            out.append(f'{begin.group(1)}raise NotImplementedError("piece \'{piece}\': write {owner}")\n')
-            skipping = True
-        elif _END.match(line):
-            skipping = False
-        elif not skipping:
-            out.append(line)
-    if skipping:
-        raise ValueError(f"unclosed ### BEGIN SOLUTION in the reference for {piece}")
-    return HEADER + "".join(out)
 
 
 def expected() -> dict[Path, str]:

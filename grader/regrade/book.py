@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -266,3 +267,62 @@ def write_manifest(files: Files, *, shard: tuple[int, int] | None, names: list[s
     tmp = files.manifest.with_name(files.manifest.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, files.manifest)
+
+
+# --- a whole class's companions, and a sharded run's parts ---------------------------------------
+
+def class_reports(files: Files, rows: list[dict], progress: bool = True, pieces: list[str] | None = None) -> str:
+    """The similarity report and the class report beside a whole class's gradebook (its pieces: every piece unless
+    `pieces` names them); returns what was written."""
+    from grader.pieces import PIECES
+    from grader.regrade import classreport, similarity
+
+    try:
+        pairs, note = similarity.report(files.code, files.similarity), ""
+    except ImportError as e:
+        pairs, note = None, str(e)
+    except Exception as e:  # noqa: BLE001 - the gradebook stands; the reports are its companions
+        pairs, note = None, f"it failed: {type(e).__name__}: {str(e)[:200]}"
+    try:
+        classreport.write(files.classreport, rows=rows, reports=files.reports,
+                          pieces=list(PIECES) if pieces is None else pieces, pairs=pairs, similarity_note=note)
+        said = f"class report: {files.classreport}"
+    except Exception as e:  # noqa: BLE001 - as above
+        said = f"no class report (it failed: {type(e).__name__}: {str(e)[:200]})"
+    said += f"; similarity: {files.similarity}" if pairs is not None else f"; no similarity report ({note})"
+    if progress:
+        print(said, file=sys.stderr)
+    return said
+
+
+class MergeError(Exception):
+    """The parts do not make one gradebook; str() is one line a problem."""
+
+
+def find(parts: list[Path]) -> list[Path]:
+    """The manifests the parts name: a shard's CSV (its manifest beside it), a folder holding one (an
+    artifact's folder), or a folder of such folders."""
+    found: list[Path] = []
+    for part in parts:
+        if part.is_file():
+            found.append(Files.of(part).manifest)
+            continue
+        here = sorted(part.glob("*-manifest.json"))
+        found += here or sorted(part.glob("*/*-manifest.json"))
+        if not here and not any(part.glob("*/*-manifest.json")):
+            raise MergeError(f"{part} holds no shard's manifest (*-manifest.json): give the folders or CSVs that "
+                             "`grade batch --shard K/N` wrote")
+    return found
+
+
+def load(path: Path) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.loads(f.read(MAX_MANIFEST))
+        data["class"]["digest"], data["students"]  # noqa: B018 - the keys every manifest has
+    except FileNotFoundError:
+        raise MergeError(f"{path} is missing: the shard's CSV was given without the manifest its run writes beside "
+                         "it") from None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise MergeError(f"{path} is not a shard's manifest ({type(e).__name__}): rerun that shard") from None
+    return data

@@ -32,7 +32,7 @@ from matplotlib.ticker import MaxNLocator
 
 from grader.runner.report import safe
 from grader.runner.report import title as case_title
-from grader.verbs.intake import Refused, is_link, read_regular
+from grader.files import Refused, is_link, read_regular
 
 MAX_REPORT = 4 << 20  # a real report is tens of kB; a bigger file is not one the batch wrote
 TOP_CASES = 15

@@ -7,7 +7,7 @@ folder, so that git looks for one beside it), and no configuration, hook or incl
 the upload-pack a clone runs in the source. That copy is cloned (`--no-local`) with no system or user
 configuration either (no filters, no credential helpers); the commit's tree is counted before it is checked out
 (a pack of a few kB can name one blob a thousand times, or trees inside trees), and then checked out there.
-What the clone holds is read as any submission folder is (grader/verbs/intake.py).
+What the clone holds is read as any submission folder is (grader/regrade/intake.py).
 
 A commit's time is what the student's machine wrote into it: a student can backdate a commit. The
 deadline is a cut on those times, not on when a push reached GitHub (see docs/threat-model.md).
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from grader.verbs.intake import READ_FLAGS, Refused, is_link
+from grader.files import READ_FLAGS, Refused, is_link
 
 GIT_SECONDS = 120  # one repository's clone and checkout
 # a lab repository's .git is a few MB and its checkout less: these are far above any honest one (GitHub takes

@@ -84,13 +84,13 @@ def write(path: Path, rows: list[dict], roster: dict[str, dict] | None, mode: st
 def from_parts(path: Path, parts: list[Path]) -> Path:
     """The scores.csv of a merged class: the rows and roster details of the shards' manifests (`grade batch merge`
     has checked they are one run's, every shard once)."""
-    from grader.verbs import merge
+    from grader.regrade.book import find, load
 
     rows: list[dict] = []
     roster: dict[str, dict] = {}
     mode = "full"
-    for manifest in merge.find(parts):
-        m = merge.load(manifest)
+    for manifest in find(parts):
+        m = load(manifest)
         rows += [entry["row"] for entry in m["students"].values()]
         roster.update(m.get("roster") or {})
         mode = m.get("mode", mode)

@@ -33,7 +33,7 @@ import numpy as np
 
 from grader import EXERCISES, REFERENCE
 from grader.pieces import MODULES, PIECES
-from grader.verbs.intake import READ_FLAGS
+from grader.files import READ_FLAGS
 
 MAX_BYTES = 256 * 1024  # a lab file is a few KB; more is padding meant to slow the report or bloat the page
 NOISE = 25  # copydetect's k: the shortest run of normalised characters that counts as shared
@@ -119,7 +119,7 @@ def _collect(code: Path) -> tuple[dict[str, dict[str, str]], list[str]]:
 def _stubs(stubs: Path | None) -> dict[str, str]:
     """{module: stub text}: from `stubs`, else generated from reference/ (exercises/ may be stale or edited)."""
     if stubs is None and (REFERENCE / "context.py").is_file():
-        from grader.lesson.stubs import stub_source
+        from grader.judge.stubs import stub_source
 
         return {p.module: stub_source((REFERENCE / f"{p.module}.py").read_text(), p.name) for p in PIECES.values()}
     folder = EXERCISES if stubs is None else stubs

@@ -95,7 +95,7 @@ def serve() -> None:
     import subprocess
 
     mine, theirs = socket.socketpair()  # started before _warm(): its memory never held a case
-    from grader.runner.launch import worker_env
+    from grader.childenv import worker_env
 
     subprocess.Popen(host.python("grader.worker.forkserver", str(theirs.fileno())), pass_fds=(theirs.fileno(),), env=worker_env(),
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

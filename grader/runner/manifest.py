@@ -18,7 +18,7 @@ MANIFEST = CASES_DIR / "manifest.json"
 
 def collect(path: Path, cases: Path = CASES_DIR) -> dict[str, list[dict]]:
     """Collect the cases in `cases` with pytest (no submission involved) into `path`."""
-    from grader.runner.launch import child_env
+    from grader.childenv import child_env
 
     with tempfile.TemporaryDirectory() as tmp:
         ini = Path(tmp) / "pytest.ini"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from grader.runner.report import GAP_MEANS, as_dict, quick_note, safe, title
+from grader.runner.summary import GAP_MEANS, as_dict, quick_note, safe, title
 
 LIMIT = 1024 * 1024  # GitHub's limit on what one step writes to $GITHUB_STEP_SUMMARY
 BUDGET = 768 * 1024  # this report's share of it, in UTF-8 bytes

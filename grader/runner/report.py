@@ -1,66 +1,12 @@
 """Turn piece runs into the report formats: a table for people and JSON for machines."""
 from __future__ import annotations
 
-import functools
 import json
-import re
 from collections import Counter
 
 from grader.runner.results import CaseResult, PieceRun
-
-# C0 and C1 controls (ESC sequences, 8-bit CSI), line and paragraph separators, bidirectional overrides and isolates
-# (they reorder what a line shows), and the two BMP non-characters XML 1.0 forbids
-_CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-                      r"\ufffe\uffff]")
-# what shows nothing (Unicode's default-ignorable code points, and the other format characters): removed, so that
-# no invisible character can stand inside a command's marker, where a runner that compares text by culture
-# (.NET's IndexOf) would skip it and still see the marker
-_INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2060-\u206f"
-                        "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\u0600-\u0605\u06dd\u070f\u0890\u0891\u08e2"
-                        "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]")
-# the markers a CI runner acts on in its log: GitHub's `::command::` (at a line's start, after spaces), its
-# legacy `##[command]` and Azure's `##vso[command]` (anywhere in a line: a forged annotation, or `add-mask`
-# hiding the log's text). No two colons and no two hashes are left side by side.
-_MARKER = re.compile(r"([:#])(?=\1)")
-
-
-def safe(text: object, limit: int = 300) -> str:
-    """One line of untrusted text, escaped so it can neither start a workflow command (`::`, `##[`) nor a fake
-    report, and printable in every format: a lone surrogate (which no encoder writes) becomes U+FFFD, a valid
-    pair its character. Every string of a submission's that any report, log or payload shows passes here."""
-    text = str(text).encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    text = _CONTROL.sub("?", text.replace("\r", " ").replace("\n", " ").replace("\t", " "))
-    text = _MARKER.sub(r"\1 ", _INVISIBLE.sub("", text))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-# what a missing jail layer leaves graded code free to do (the no-fork path of Windows and macOS lacks both):
-# without seccomp its one socket back to the judge can be re-aimed (connect(AF_UNSPEC), then connect) and new
-# ones opened; without Landlock every file this user may read is open to it
-GAP_MEANS = {"seccomp": "reach this machine's ports and the network", "landlock": "read every file this user can"}
-
-
-def title(case: str) -> str:
-    """`test_it_handles_edge_sizes[B=1]` -> `it handles edge sizes [B=1]`; a case's title marker (in the manifest)
-    wins, since a function name cannot hold an apostrophe ("the lesson's worked example")."""
-    name, _, param = case.partition("[")
-    name = _titles().get(name) or name.removeprefix("test_").replace("_", " ")
-    return f"{name} [{param}" if param else name
-
-
-@functools.cache
-def _titles() -> dict[str, str]:
-    from grader.runner.manifest import read
-
-    try:
-        return {c["case"].partition("[")[0]: c["title"] for cases in read().values() for c in cases if "title" in c}
-    except (OSError, ValueError):
-        return {}
-
-
-def piece_score(run: PieceRun) -> tuple[int, int]:
-    return sum(c.points for c in run.cases if c.passed), sum(c.points for c in run.cases)
-
+# the report's data and its text made safe, which every format (grader.runner.markdown too) builds on
+from grader.runner.summary import GAP_MEANS, as_dict, piece_score, quick_note, safe, title, withheld_note
 
 def total_score(runs: list[PieceRun]) -> tuple[int, int]:
     """(points earned, points possible) over all pieces."""
@@ -71,42 +17,6 @@ def total_score(runs: list[PieceRun]) -> tuple[int, int]:
 def failures(run: PieceRun) -> list[CaseResult]:
     """The cases that failed (a skipped case has not failed)."""
     return [c for c in run.cases if not c.passed and not c.skipped]
-
-
-def as_dict(runs: list[PieceRun], **meta) -> dict:
-    pieces = []
-    for run in runs:
-        got, top = piece_score(run)
-        pieces.append({
-            "name": run.name,
-            "score": got,
-            "max_score": top,
-            "seconds": round(run.seconds, 2),
-            "cases": [
-                {"name": c.name, "passed": c.passed, "points": c.points if c.passed else 0, "max_points": c.points,
-                 "skipped": c.skipped, "message": safe(c.message), "duration": round(c.duration, 3)}
-                for c in run.cases
-            ],
-            "jail_missing": [safe(f) for f in run.jail],
-            "output_withheld": withheld_note(run),
-        })
-    return {
-        "score": sum(p["score"] for p in pieces),
-        "max_score": sum(p["max_score"] for p in pieces),
-        "pieces": pieces,
-        **meta,
-    }
-
-
-def withheld_note(run: PieceRun) -> str:
-    """The one line every format gives a piece whose printed output and error messages were withheld, or ""."""
-    return f"your code's prints and error messages are withheld: {run.withheld}" if run.withheld else ""
-
-
-def quick_note(left_out: tuple[int, int]) -> str:
-    """What a quick run says in every format: which training cases it left out, and that it is no grade."""
-    cases, points = left_out
-    return f"quick run: {cases} training case(s) worth {points} points left out; this is not the grade"
 
 
 def to_json(runs: list[PieceRun], quick: tuple[int, int] | None = None, **meta) -> str:
@@ -267,7 +177,7 @@ def grader_error(fmt: str, message: str) -> str | None:
 
 
 def to_markdown(runs: list[PieceRun], quick: tuple[int, int] | None = None) -> str:
-    """Markdown for a GitHub job summary (grader.runner.markdown, imported on use: it imports this module)."""
+    """Markdown for a GitHub job summary (grader.runner.markdown, imported on use)."""
     from grader.runner import markdown
 
     return markdown.to_markdown(runs, quick)

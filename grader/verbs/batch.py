@@ -1,7 +1,7 @@
 """`grade batch`: regrade a whole class in parallel into a CSV gradebook and one JSON report each.
 
 The submissions are untrusted input to an unjailed process that has the reference beside it: they are
-read through grader/verbs/intake.py (no links, capped sizes, notebooks and zips parsed in a capped child), every
+read through grader/regrade/intake.py (no links, capped sizes, notebooks and zips parsed in a capped child), every
 row is named uniquely after its repository (with a roster, by username: grader/regrade/classlist.py) with its
 path beside it, every text cell is neutralised for spreadsheets, and each row reaches the disk as it finishes.
 """
@@ -38,17 +38,8 @@ from grader.regrade.classlist import (  # noqa: F401 - the names callers and tes
 from grader.regrade.shard import Shard
 from grader.runner import report
 from grader.runner.schedule import Grading
-from grader.runner.stage import stage
-from grader.verbs import release_files
-from grader.verbs.intake import (
-    LAB_FILES,
-    MAX_ZIP,
-    NOTEBOOK,
-    Refused,
-    no_link,
-    parse,
-    snapshot,
-)
+from grader.regrade import release_files
+from grader.regrade.intake import Refused, unpack
 from grader.pieces import MODULES, PIECES, run_order
 from grader.runner.launch import Zygote
 from grader.runner.results import Limits
@@ -58,58 +49,6 @@ BadSubmission = Refused  # the name callers and tests know
 
 class ReportsFolder(ValueError):
     """A --reports folder where the students' reports would meet the gradebook's own files."""
-# --- reading one submission ---------------------------------------------------------------------
-
-def locate(path: Path) -> Path:
-    """The folder laid out like exercises/ in a submission folder: a repository's exercises/ where it has one
-    (what Classroom grades, whatever else lies at its root), else the folder itself."""
-    inner = path / EXERCISES
-    if os.path.lexists(inner):
-        no_link(inner, f"{EXERCISES}/")
-        if not inner.is_dir():
-            raise Refused(f"{EXERCISES} is not a folder; the repository's exercises/ holds the lab's files")
-        return inner
-    if holds_lab(path):
-        return path
-    raise Refused(f"holds none of the lab's files ({', '.join(sorted(LAB_FILES))}) and no {EXERCISES}/ folder")
-
-
-def unpack(path: Path, into: Path, notes: list[str] | None = None) -> Path:
-    """The staged lab files of a folder (exercises/ or a repository holding it), a .zip or a notebook.
-
-    As in `grade`, a folder's notebook that cannot be read (too big, broken, too costly to parse) leaves
-    its .py files graded, and `notes` says why; a link anywhere refuses the whole submission."""
-    walked = Path(os.path.abspath(path))  # never resolved: a link on the way is refused, not followed
-    no_link(walked, "the submission")
-    while walked.name in (EXERCISES, NOTEBOOK) and walked.parent != walked:  # repo/exercises/lesson.ipynb given
-        walked = walked.parent
-        no_link(walked, f"the folder {walked.name}")
-    if path.is_dir():
-        notes = [] if notes is None else notes
-        folder = snapshot(locate(path), into / "snapshot", notes)
-        if (folder / NOTEBOOK).is_file():  # the same rule as `grade`: an untouched stub's cell counts instead
-            try:
-                folder = parse("folder", folder, into / "parsed")
-            except Refused as e:
-                notes.append(f"{e}; graded: the .py files only")
-    elif path.suffix in (".zip", ".ipynb"):
-        from grader.verbs.intake import MAX_NOTEBOOK, read_regular
-
-        cap = MAX_ZIP if path.suffix == ".zip" else MAX_NOTEBOOK
-        data = read_regular(path, cap, path.name)
-        if data is None:
-            raise Refused(f"{path.name} is over {cap >> 20} MB; hand in the lab's files only")
-        copy = into / "given" / ("submission.zip" if path.suffix == ".zip" else NOTEBOOK)
-        copy.parent.mkdir(parents=True)
-        copy.write_bytes(data)
-        folder = parse(path.suffix[1:] if path.suffix == ".zip" else "notebook", copy, into / "parsed")
-    else:
-        raise Refused("expected a folder, a .zip or a .ipynb")
-    if not any(os.path.lexists(folder / f"{m}.py") for m in MODULES):
-        raise Refused("holds none of the lab's files")
-    return stage(folder, into)
-
-
 # --- the gradebook ------------------------------------------------------------------------------
 
 def error_row(name: str, message: str) -> dict:
@@ -348,31 +287,9 @@ def main(
     if scores is not None:
         classroom50.write(scores, gradebook.rows, klass.roster, gradebook.mode)
     if shard is None:
-        class_reports(files, gradebook.rows, progress)
+        book.class_reports(files, gradebook.rows, progress, list(PIECES))
     bad = sum(1 for r in gradebook.rows if r["status"].startswith("error"))
     return len(gradebook.rows) - bad, bad
-
-
-def class_reports(files: book.Files, rows: list[dict], progress: bool = True) -> str:
-    """The similarity report and the class report beside a whole class's gradebook; returns what was written."""
-    from grader.regrade import classreport, similarity
-
-    try:
-        pairs, note = similarity.report(files.code, files.similarity), ""
-    except ImportError as e:
-        pairs, note = None, str(e)
-    except Exception as e:  # noqa: BLE001 - the gradebook stands; the reports are its companions
-        pairs, note = None, f"it failed: {type(e).__name__}: {str(e)[:200]}"
-    try:
-        classreport.write(files.classreport, rows=rows, reports=files.reports, pieces=list(PIECES), pairs=pairs,
-                          similarity_note=note)
-        said = f"class report: {files.classreport}"
-    except Exception as e:  # noqa: BLE001 - as above
-        said = f"no class report (it failed: {type(e).__name__}: {str(e)[:200]})"
-    said += f"; similarity: {files.similarity}" if pairs is not None else f"; no similarity report ({note})"
-    if progress:
-        print(said, file=sys.stderr)
-    return said
 
 
 def drop_page_cache() -> str:

@@ -26,7 +26,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from grader.verbs import release
+from grader.release import build as release
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{1,38}$")  # Classroom 50's own rule for classroom and assignment names
 LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # and for a runs-on label

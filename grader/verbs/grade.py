@@ -1,54 +1,19 @@
 """`grade [PIECE...]`: grade a submission folder piece by piece, each in its own process."""
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 from grader import datasets
 from grader.host import StartError
 from grader.pieces import PIECES
-from grader.runner import layout, manifest, report
+from grader.runner import layout, report
+from grader.runner.display import PUBLIC_NOTE, TrainingDisplay, left_out, resolve_seed
 from grader.runner.results import Limits
 from grader.runner.schedule import grade
 from grader.runner.stage import stage
-
-DEFAULT_SEED = "0"
-PUBLIC_NOTE = ("Public smoke checks only: the graded cases are sealed in this release and run where the seal key is "
-               "(your course's per-push grade, or your instructor's regrade). Passing these is not the grade.")
-
-
-def resolve_seed(seed: str | None) -> str:
-    """The hidden seed: given, else ATTNLAB_SEED, else the default."""
-    return seed or os.environ.get("ATTNLAB_SEED") or DEFAULT_SEED
-
-
-class TrainingDisplay:
-    """Turns a training case's progress into one line, e.g. "decoder: training step 300/700, validation
-    accuracy at 30 words 0.66, at most 14 s left", written at most every `every` seconds per piece; or,
-    `short`, into a progress bar's text holding every training piece's latest step."""
-
-    def __init__(self, write, every: float = 5.0, short: bool = False) -> None:
-        self.write, self.every, self.short, self.last = write, every, short, {}
-        self.latest: dict[str, str] = {}
-        self.lock = threading.Lock()
-
-    def __call__(self, piece: str, event: dict) -> None:
-        step, top, seconds = int(event["step"]), int(event["max_steps"]), event["seconds"]
-        left = (top - step) * seconds / max(step, 1)  # at the rate so far; the stop rule may end it sooner
-        with self.lock:
-            if self.short:  # a progress bar's text: every training piece at once, the latest of each
-                self.latest[piece] = f"{piece} step {step}/{top}, acc@30 {event['acc']:.2f}, <= {left:.0f} s"
-                self.write(" | ".join(self.latest.values()))
-                return
-            now = time.monotonic()
-            if now - self.last.get(piece, -1e9) >= self.every:
-                self.last[piece] = now
-                self.write(f"{piece}: training step {step}/{top}, validation accuracy at 30 words {event['acc']:.2f}, "
-                           f"at most {left:.0f} s left")
 
 
 def grader_failed(message: str, fmt: str, out: Path | None, echo) -> int:
@@ -61,15 +26,6 @@ def grader_failed(message: str, fmt: str, out: Path | None, echo) -> int:
     if text is not None and text != line and not out:
         echo(text)
     return 2
-
-
-def left_out(pieces: list[str], limits: Limits) -> tuple[int, int] | None:
-    """(cases, points) a quick run leaves out of these pieces; None for a full run."""
-    if not limits.quick:
-        return None
-    expected = manifest.read(layout.current().manifest)
-    slow = [c for p in pieces for c in expected[p] if c.get("slow")]
-    return (len(slow), sum(c["points"] for c in slow)) if slow else None
 
 
 def main(

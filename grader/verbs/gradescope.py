@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 def build(out: Path) -> Path:
     """Write the autograder zip: setup.sh and run_autograder at its root, beside the lab's tracked files."""
-    from grader.verbs.release import tracked_files
+    from grader.release.build import tracked_files
 
     if out.suffix != ".zip":
         out = out / "autograder.zip" if out.is_dir() else out.with_suffix(".zip")
@@ -47,10 +47,10 @@ def find(submission: Path, scratch: Path, notes: list[str] | None = None) -> Pat
     """The staged folder to grade: the one holding most of the lab's files anywhere in the upload, else the
     lesson notebook's extracted cells, else the pieces inside an uploaded .zip.
 
-    Read as `grade batch` reads a submission (batch.unpack), so the rule is the one `grade` and Classroom
+    Read as `grade batch` reads a submission (grader.regrade.intake.unpack), so the rule is the one `grade` and Classroom
     follow: beside lesson.ipynb, a piece whose .py file is still the untouched stub is graded from its cell
     (notebook.combine); `notes` says when the notebook could not be read and only the .py files were."""
-    from grader.verbs.batch import BadSubmission, unpack
+    from grader.regrade.intake import Refused as BadSubmission, unpack
     from grader.pieces import MODULES
 
     folders: dict[Path, int] = {}
@@ -74,9 +74,9 @@ def run(root: Path, pieces: list[str] | None = None, limits: Limits | None = Non
     """Grade root/submission (every piece in full, unless `pieces` and `limits` say otherwise) and write
     root/results/results.json; returns the results."""
     from grader.runner import report
-    from grader.verbs.batch import BadSubmission
+    from grader.files import Refused as BadSubmission
     from grader.runner.schedule import grade
-    from grader.verbs.grade import resolve_seed
+    from grader.runner.display import resolve_seed
     from grader.host import StartError
     from grader.pieces import PIECES
     from grader.runner.results import Limits

@@ -7,50 +7,17 @@ the one an unsharded `grade batch` of the class writes, byte for byte (the same 
 """
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 from grader.regrade import book
+from grader.regrade.book import MergeError, find, load
 from grader.regrade.shard import assign
 
 COMPARED = {"class": "class list", "grader": "grader", "cases": "hidden cases or reference", "seed": "seed",
             "mode": "mode (--quick)", "limits": "limits", "pieces": "pieces", "before": "deadline (--before)",
             "release": "release (--release)", "format": "manifest format"}
 SHOWN = 20  # students named for a missing shard, before "and N more"
-
-
-class MergeError(Exception):
-    """The parts do not make one gradebook; str() is one line a problem."""
-
-
-def find(parts: list[Path]) -> list[Path]:
-    """The manifests the parts name: a shard's CSV (its manifest beside it), a folder holding one (an
-    artifact's folder), or a folder of such folders."""
-    found: list[Path] = []
-    for part in parts:
-        if part.is_file():
-            found.append(book.Files.of(part).manifest)
-            continue
-        here = sorted(part.glob("*-manifest.json"))
-        found += here or sorted(part.glob("*/*-manifest.json"))
-        if not here and not any(part.glob("*/*-manifest.json")):
-            raise MergeError(f"{part} holds no shard's manifest (*-manifest.json): give the folders or CSVs that "
-                             "`grade batch --shard K/N` wrote")
-    return found
-
-
-def load(path: Path) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.loads(f.read(book.MAX_MANIFEST))
-        data["class"]["digest"], data["students"]  # noqa: B018 - the keys every manifest has
-    except FileNotFoundError:
-        raise MergeError(f"{path} is missing: the shard's CSV was given without the manifest its run writes beside "
-                         "it") from None
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise MergeError(f"{path} is not a shard's manifest ({type(e).__name__}): rerun that shard") from None
-    return data
 
 
 def check(manifests: dict[Path, dict]) -> list[str]:
@@ -148,8 +115,6 @@ def main(*, parts: list[Path], out: Path, progress: bool = True) -> tuple[int, i
     setting = {k: base[k] for k in ("grader", "cases", "seed", "mode", "limits", "pieces", "before", "release")}
     book.write_manifest(files, shard=None, names=base["class"]["students"], class_digest=base["class"]["digest"],
                         setting=setting, rows=rows, finished=True)
-    from grader.verbs.batch import class_reports
-
-    said = class_reports(files, rows, progress)
+    said = book.class_reports(files, rows, progress)
     bad = sum(1 for r in rows if str(r["status"]).startswith("error"))
     return len(rows) - bad, bad, said

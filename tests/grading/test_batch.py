@@ -83,7 +83,7 @@ def test_grade_batch_takes_the_folder_gh_classroom_clone_writes(tmp_path, monkey
 def test_the_regrade_names_every_repository_whose_release_files_differ_and_grades_only_its_pieces(tmp_path, monkeypatch):
     from grader.verbs import batch as verb
     from grader.pieces import PIECES
-    from grader.verbs.release import student
+    from grader.release.build import student
 
     monkeypatch.setattr(verb, "PIECES", {"context": PIECES["context"]})
     release, _ = student(tmp_path / "release")

@@ -96,7 +96,7 @@ def test_a_grader_that_cannot_start_its_judge_says_why_exits_2_and_posts_no_scor
 
 
 def test_the_child_argv_keeps_the_working_directory_and_the_callers_python_variables_off_sys_path(tmp_path, monkeypatch):
-    from grader.runner.launch import child_env
+    from grader.childenv import child_env
 
     (tmp_path / "json.py").write_text("raise SystemExit('shadowed json imported')\n")
     beside = tmp_path / "beside"

@@ -28,7 +28,7 @@ from grader.regrade.book import Files
 from grader.regrade.shard import Shard, class_digest, members
 from grader.verbs import batch as batch_verb
 from grader.verbs import merge as merge_verb
-from grader.verbs.intake import Refused
+from grader.files import Refused
 
 from helpers import QUICK, REFERENCE, make_submission
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.verbs import intake
+from grader.regrade import intake
 from grader.verbs import batch as batch_verb
 from grader.pieces import MODULES, PIECES
 from grader.regrade.book import Files

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from grader import ROOT, lab
-from grader.verbs.release import student
+from grader.release.build import student
 
 from helpers import EXERCISES, REFERENCE, grade_dict, scores
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.verbs.release import student
+from grader.release.build import student
 
 from classroom import run_grading_step, steps
 from hostile_root import plant

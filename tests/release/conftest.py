@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.verbs.release import student
+from grader.release.build import student
 
 
 @pytest.fixture(scope="package")

@@ -16,7 +16,7 @@ from grader.cli import cli
 from grader.runner import classroom50
 from grader.runner.results import CaseResult, PieceRun
 from grader.verbs import classroom50 as verb
-from grader.verbs import release
+from grader.release import build as release
 
 ENV = {"CLASSROOM": "fall26", "ASSIGNMENT": "attention-lab", "SUBMISSION_TAG": "submit/2026-12-02T10-00-00Z-abc1234",
        "OWNER": "Alice", "USERNAME": "Alice", "ASSIGNMENT_TYPE": "individual",

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.verbs import release_files
-from grader.verbs.release_files import column, release_digests, release_held
+from grader.regrade import release_files
+from grader.regrade.release_files import column, release_digests, release_held
 
 
 def installed_and_run(release: Path, into: Path) -> Path:

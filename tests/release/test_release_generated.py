@@ -15,7 +15,8 @@ import pytest
 
 from grader import ROOT
 from grader.lesson import notebook, stubs
-from grader.verbs import generated, release
+from grader.release import build, generated
+from grader.verbs import release
 
 
 @pytest.fixture
@@ -23,12 +24,12 @@ def working_tree(tmp_path, monkeypatch) -> Path:
     """A copy of the instructor's checkout (its tracked files, as they are now) in a git repository of its own, which
     `grade release student` builds from; edit it freely."""
     root = tmp_path / "checkout"
-    for rel in release.tracked_files():
+    for rel in build.tracked_files():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / rel, root / rel)
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     subprocess.run(["git", "add", "-A"], cwd=root, check=True)
-    monkeypatch.setattr(release, "ROOT", root)
+    monkeypatch.setattr(build, "ROOT", root)
     return root
 
 

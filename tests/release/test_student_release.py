@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from grader.lesson import notebook
-from grader.verbs.release import student
+from grader.release.build import student
 
 from helpers import REFERENCE, venv_over_this_environment
 

@@ -1,6 +1,6 @@
 """One PyTorch everywhere: what the graders install is what every README and template tells people to install.
 
-The version is defined once (grader.verbs.release.TORCH); the Classroom workflow, Gradescope's setup.sh and the regrade
+The version is defined once (grader.release.build.TORCH); the Classroom workflow, Gradescope's setup.sh and the regrade
 engines install it, and a student who follows their README must get the same build, or a score can differ between
 their laptop and the graded run.
 """
@@ -12,7 +12,7 @@ import shlex
 from pathlib import Path
 
 from grader import ROOT
-from grader.verbs.release import TORCH, TORCH_INDEX
+from grader.release.build import TORCH, TORCH_INDEX
 
 PIP_INSTALL = re.compile(r"\bpip3? install\b([^`&;|#\n]*)")  # its arguments, up to the end of the shell command
 TORCH_REQUIREMENT = re.compile(r"torch(\[[\w,]+\])?\s*([<>=!~]=?.*)?$")  # torch, torch==X, torch>=X, ...

@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from grader.verbs.intake import Refused, is_link, read_regular
+from grader.files import Refused, is_link, read_regular
 
 STUDENTS = ("exercises/",)  # what the student is asked to change
 PROTECTED = (".github/", "grader/")  # Classroom's protected paths: an added file there is flagged too

@@ -1,4 +1,4 @@
-"""Reading a class's submissions for `grade batch`, as untrusted input: the regrade runs unjailed, with the
+"""Reading a class's submissions for `grade batch` (and one for Gradescope), as untrusted input: the regrade runs unjailed, with the
 instructor's reference beside it, so nothing a student hands in may steer what it reads or exhaust it.
 
 - Links are refused at every level (the submission itself, `exercises/`, the notebook, a zip's members):
@@ -18,11 +18,12 @@ import sys
 import zipfile
 from pathlib import Path
 
+from grader.files import LAB_FILES, NOTEBOOK, Refused, is_link, no_link, read_regular
 from grader.host import python, resource
 from grader.pieces import MODULES
+from grader.regrade.classlist import EXERCISES, holds_lab
+from grader.runner.stage import stage
 
-NOTEBOOK = "lesson.ipynb"
-LAB_FILES = frozenset([*(f"{m}.py" for m in MODULES), NOTEBOOK])
 MAX_NOTEBOOK = 16 << 20  # bytes: the lesson with every plot's output is about 1 MB
 MAX_ZIP = 64 << 20  # bytes on disk
 MAX_ZIP_MEMBERS = 10_000  # entries in a zip's directory: a whole repository with .git fits
@@ -30,42 +31,6 @@ MAX_ZIP_LAB_MEMBERS = 64  # members named like a lab file, in all the zip's fold
 MAX_UNPACKED = 24 << 20  # bytes unpacked from one zip: one folder's lab files
 MEMORY = 512 << 20  # the parsing child's address space: it starts at about 40 MB; a 16 MB notebook needs ~200
 SECONDS = 30  # the parsing child's wall-clock (and CPU) time
-_REPARSE_POINT = 0x400  # Windows: a junction or symlink
-# an untrusted file is opened never through a link, and without blocking on a FIFO
-READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-
-
-class Refused(Exception):
-    """A submission the regrade will not read; str() is the one-line reason for the student's row."""
-
-
-def is_link(path: Path) -> bool:
-    """A symbolic link, or on Windows a junction (any reparse point): never followed."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISLNK(st.st_mode) or bool(getattr(st, "st_file_attributes", 0) & _REPARSE_POINT)
-
-
-def no_link(path: Path, what: str) -> None:
-    if is_link(path):
-        raise Refused(f"{what} is a symbolic link; the regrade reads only real files and folders: "
-                      "hand in the files themselves")
-
-
-def read_regular(path: Path, cap: int, what: str) -> bytes | None:
-    """A regular file's bytes, opened without following a link; None if it is over `cap` bytes."""
-    no_link(path, what)
-    try:
-        fd = os.open(path, READ_FLAGS)
-    except OSError as e:
-        raise Refused(f"{what} cannot be read ({e.strerror}); hand in a regular file") from None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise Refused(f"{what} is not a regular file; hand in the file itself")
-        data = f.read(cap + 1)
-    return data if len(data) <= cap else None
 
 
 def snapshot(folder: Path, into: Path, notes: list[str] | None = None) -> Path:
@@ -109,7 +74,7 @@ def parse(kind: str, src: Path, into: Path) -> Path:
     child with a memory and time cap; src has already passed its size cap."""
     into.mkdir(parents=True, exist_ok=True)
     memory = MEMORY if resource is not None else 0
-    argv = python("grader.verbs.intake", kind, str(src), str(into), str(memory))
+    argv = python("grader.regrade.intake", kind, str(src), str(into), str(memory))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATTNLAB_SEAL")}
     what = "the zip" if kind == "zip" else NOTEBOOK if kind == "folder" else src.name
     try:
@@ -125,6 +90,56 @@ def parse(kind: str, src: Path, into: Path) -> Path:
     if "error" in answer:
         raise Refused(str(answer["error"]).splitlines()[0][:300])
     return Path(answer["folder"])
+
+
+# --- reading one submission ---------------------------------------------------------------------
+
+def locate(path: Path) -> Path:
+    """The folder laid out like exercises/ in a submission folder: a repository's exercises/ where it has one
+    (what Classroom grades, whatever else lies at its root), else the folder itself."""
+    inner = path / EXERCISES
+    if os.path.lexists(inner):
+        no_link(inner, f"{EXERCISES}/")
+        if not inner.is_dir():
+            raise Refused(f"{EXERCISES} is not a folder; the repository's exercises/ holds the lab's files")
+        return inner
+    if holds_lab(path):
+        return path
+    raise Refused(f"holds none of the lab's files ({', '.join(sorted(LAB_FILES))}) and no {EXERCISES}/ folder")
+
+
+def unpack(path: Path, into: Path, notes: list[str] | None = None) -> Path:
+    """The staged lab files of a folder (exercises/ or a repository holding it), a .zip or a notebook.
+
+    As in `grade`, a folder's notebook that cannot be read (too big, broken, too costly to parse) leaves
+    its .py files graded, and `notes` says why; a link anywhere refuses the whole submission."""
+    walked = Path(os.path.abspath(path))  # never resolved: a link on the way is refused, not followed
+    no_link(walked, "the submission")
+    while walked.name in (EXERCISES, NOTEBOOK) and walked.parent != walked:  # repo/exercises/lesson.ipynb given
+        walked = walked.parent
+        no_link(walked, f"the folder {walked.name}")
+    if path.is_dir():
+        notes = [] if notes is None else notes
+        folder = snapshot(locate(path), into / "snapshot", notes)
+        if (folder / NOTEBOOK).is_file():  # the same rule as `grade`: an untouched stub's cell counts instead
+            try:
+                folder = parse("folder", folder, into / "parsed")
+            except Refused as e:
+                notes.append(f"{e}; graded: the .py files only")
+    elif path.suffix in (".zip", ".ipynb"):
+        cap = MAX_ZIP if path.suffix == ".zip" else MAX_NOTEBOOK
+        data = read_regular(path, cap, path.name)
+        if data is None:
+            raise Refused(f"{path.name} is over {cap >> 20} MB; hand in the lab's files only")
+        copy = into / "given" / ("submission.zip" if path.suffix == ".zip" else NOTEBOOK)
+        copy.parent.mkdir(parents=True)
+        copy.write_bytes(data)
+        folder = parse(path.suffix[1:] if path.suffix == ".zip" else "notebook", copy, into / "parsed")
+    else:
+        raise Refused("expected a folder, a .zip or a .ipynb")
+    if not any(os.path.lexists(folder / f"{m}.py") for m in MODULES):
+        raise Refused("holds none of the lab's files")
+    return stage(folder, into)
 
 
 # --- the child -----------------------------------------------------------------------------------

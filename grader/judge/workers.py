@@ -32,9 +32,13 @@ class RemoteError(Exception):
         self.kind, self.type_name, self.where = kind, type_name, where
 
 
-class Lost(enum.StrEnum):
+class Lost(str, enum.Enum):
     """How a worker was lost (WorkerLost.kind): what the judge and the reports decide by, never the message's words.
-    The values are plain strings, which grader.judge.withhold names without importing this module."""
+    The values are plain strings, which grader.judge.withhold names without importing this module. (A str mixin, not
+    enum.StrEnum, which Python 3.10 lacks; its str() and format() are the value's, as StrEnum's are.)"""
+
+    __str__ = str.__str__
+    __format__ = str.__format__
 
     TIMED_OUT = "timed_out"  # past the call's deadline: the judge stopped it
     STOPPED = "stopped"  # killed by the judge (SIGKILL), or no exit status to be had

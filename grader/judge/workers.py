@@ -34,11 +34,8 @@ class RemoteError(Exception):
 
 class Lost(str, enum.Enum):
     """How a worker was lost (WorkerLost.kind): what the judge and the reports decide by, never the message's words.
-    The values are plain strings, which grader.judge.withhold names without importing this module. (A str mixin, not
-    enum.StrEnum, which Python 3.10 lacks; its str() and format() are the value's, as StrEnum's are.)"""
-
-    __str__ = str.__str__
-    __format__ = str.__format__
+    Plain strings, which grader.judge.withhold names without importing this module (StrEnum's are: not in 3.10)."""
+    __str__, __format__ = str.__str__, str.__format__
 
     TIMED_OUT = "timed_out"  # past the call's deadline: the judge stopped it
     STOPPED = "stopped"  # killed by the judge (SIGKILL), or no exit status to be had
@@ -50,8 +47,7 @@ class Lost(str, enum.Enum):
 
 
 class WorkerLost(Exception):
-    """The worker died, hung past the deadline or sent something that is not data: `kind` (a Lost) says which, and
-    str() says it to the student."""
+    """The worker died, hung or sent what is not data: `kind` (a Lost) says which, str() says it to the student."""
 
     def __init__(self, message: str, kind: Lost) -> None:
         super().__init__(message)

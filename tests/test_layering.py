@@ -19,7 +19,6 @@ OVER_THE_LIMIT = {
     "grader.judge.plugin": 433,
     "grader.judge.workers": 417,
     "grader.lesson.notebook": 470,
-    "grader.regrade.classreport": 527,
 }
 
 

@@ -9,7 +9,7 @@
   digests, the seed's digest: the seed itself is secret) and every student's row and how it ended (and, with
   --roster, its students' roster details, for the Classroom 50 scores.csv);
 - with --scores-csv PATH, the gradebook again with Classroom 50's scores.csv columns (grader/regrade/scores.py).
-The merge (grader/regrade/merge.py) checks the manifests agree and writes the same CSV from their rows.
+The merge (grader/verbs/merge.py) checks the manifests agree and writes the same CSV from their rows.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader import ROOT
+from grader.regrade.rowstatus import status_of
 
 FORMAT = 1
 MAX_MANIFEST = 256 << 20  # bytes: a class of thousands' rows, with room
@@ -240,11 +241,6 @@ class Journal:
         self.file.close()
 
 
-def ended(row: dict) -> str:
-    status = str(row.get("status", ""))
-    return "late" if status.startswith("error: late") else "error" if status.startswith("error") else "graded"
-
-
 def write_manifest(files: Files, *, shard: tuple[int, int] | None, names: list[str], class_digest: str,
                    setting: dict, rows: list[dict] | None, finished: bool, resumed: int = 0,
                    roster: dict[str, dict] | None = None) -> None:
@@ -260,7 +256,7 @@ def write_manifest(files: Files, *, shard: tuple[int, int] | None, names: list[s
         "reports": os.path.relpath(files.reports, files.manifest.parent),
         "code": files.code.name,
         "resumed": resumed,
-        "students": {r["student"]: {"ended": ended(r), "row": r} for r in order(rows or [])},
+        "students": {r["student"]: {"ended": status_of(r).ended, "row": r} for r in order(rows or [])},
     }
     if roster is not None:
         data["roster"] = roster

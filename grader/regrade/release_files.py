@@ -7,13 +7,18 @@ gradebook names every repository whose release files were changed, removed or, u
 track them (`release_held`): what installing or running the release there makes (`pip install -e .`'s
 *.egg-info/, __pycache__/, build/) is no release file, so it flags no student. The repository is untrusted: nothing
 is followed through a link, and no file is read past the size of its release counterpart.
+
+Each repository's verdict is a Verdict: its kind, the gradebook cell that says it, and the files it names;
+Verdict.read takes a cell read back (from the CSV or a manifest) to its verdict again, for the class report.
 """
 from __future__ import annotations
 
+import enum
 import hashlib
 import os
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from grader.files import Refused, is_link, read_regular
@@ -120,14 +125,86 @@ def changed(repo: Path, release: dict[str, tuple[int, str]]) -> list[str]:
     return sorted(dict.fromkeys(out))
 
 
+class Kind(enum.Enum):
+    """What the check found of one submission."""
+
+    NO_RELEASE = "no release"  # the batch ran without --release: nothing was checked
+    NOT_CHECKED = "not checked"  # the repository could not be read
+    NOT_A_REPOSITORY = "n/a"  # a .zip or notebook hand-in, or a roster student without a repository
+    UNCHANGED = "unchanged"
+    CHANGED = "changed"  # a release file changed, removed or added: the Classroom score is not to be trusted
+    BLANK = "blank"  # a row read back without the cell: nothing said
+
+
+SHOWN = 10  # changed files a cell names
+_NO_RELEASE = "not checked (no --release)"
+_CHANGED = "CHANGED:"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One submission's verdict: its kind, the gradebook's cell for it and, changed, every file it names (the cell
+    names the first SHOWN)."""
+
+    kind: Kind
+    cell: str
+    files: tuple[str, ...] = ()
+
+    @classmethod
+    def no_release(cls) -> Verdict:
+        return cls(Kind.NO_RELEASE, _NO_RELEASE)
+
+    @classmethod
+    def not_checked(cls, why: str) -> Verdict:
+        return cls(Kind.NOT_CHECKED, f"not checked ({why})")
+
+    @classmethod
+    def not_a_repository(cls, why: str = "not a repository") -> Verdict:
+        return cls(Kind.NOT_A_REPOSITORY, f"n/a ({why})")
+
+    @classmethod
+    def unchanged(cls) -> Verdict:
+        return cls(Kind.UNCHANGED, "unchanged")
+
+    @classmethod
+    def changes(cls, files: list[str]) -> Verdict:
+        shown = "; ".join(files[:SHOWN]) + (f"; and {len(files) - SHOWN} more" if len(files) > SHOWN else "")
+        return cls(Kind.CHANGED, f"{_CHANGED} {shown}", tuple(files))
+
+    @classmethod
+    def read(cls, cell: object) -> Verdict:
+        """The verdict of a cell read back (its files: only those the cell names). A cell that is none of the
+        benign ones is taken as CHANGED: whatever it says is shown, never hidden."""
+        text = "" if cell is None else str(cell).strip()
+        if not text:
+            return cls(Kind.BLANK, "")
+        if text == "unchanged":
+            return cls(Kind.UNCHANGED, text)
+        if text == _NO_RELEASE:
+            return cls(Kind.NO_RELEASE, text)
+        if text.startswith("not checked"):
+            return cls(Kind.NOT_CHECKED, text)
+        if text.startswith("n/a"):
+            return cls(Kind.NOT_A_REPOSITORY, text)
+        return cls(Kind.CHANGED, text)
+
+    @property
+    def what(self) -> str:
+        """The cell without its `CHANGED:` (what changed), else the cell."""
+        return self.cell[len(_CHANGED):].lstrip() if self.cell.startswith(_CHANGED) else self.cell
+
+
+def verdict(path: Path, release: dict[str, tuple[int, str]] | None) -> Verdict:
+    """The verdict on the submission at `path` (`release`: release_digests, or None without --release)."""
+    if release is None:
+        return Verdict.no_release()
+    if is_link(path) or not path.is_dir() or not (path / "exercises").is_dir():
+        return Verdict.not_a_repository()
+    files = changed(path, release)
+    return Verdict.changes(files) if files else Verdict.unchanged()
+
+
 def column(path: Path, release: dict[str, tuple[int, str]] | None) -> tuple[str, list[str]]:
     """The gradebook cell for the submission at `path`, and the files it names."""
-    if release is None:
-        return "not checked (no --release)", []
-    if is_link(path) or not path.is_dir() or not (path / "exercises").is_dir():
-        return "n/a (not a repository)", []
-    files = changed(path, release)
-    if not files:
-        return "unchanged", []
-    shown = "; ".join(files[:10]) + (f"; and {len(files) - 10} more" if len(files) > 10 else "")
-    return f"CHANGED: {shown}", files
+    v = verdict(path, release)
+    return v.cell, list(v.files)

@@ -24,10 +24,10 @@ import os
 from pathlib import Path
 
 from grader.regrade import book
+from grader.regrade.rowstatus import RowStatus, status_of
 
 COLUMNS = ("username", "first_name", "last_name", "email", "section", "score", "max_score", "datetime",
            "submission_tag", "submitted_by", "review_url", "late", "override")
-NO_REPOSITORY = "error: no repository"
 
 
 def _whole(value) -> str:
@@ -38,8 +38,7 @@ def _whole(value) -> str:
 
 
 def late(row: dict) -> str:
-    status = str(row.get("status", ""))
-    if status.startswith("error: late"):
+    if status_of(row) is RowStatus.LATE:
         return "true"
     return "false" if row.get("committed") else ""
 
@@ -53,7 +52,7 @@ def lines(rows: list[dict], roster: dict[str, dict] | None, mode: str) -> list[d
     out = []
     for r in order:
         who = roster.get(r["student"], {})
-        missing = str(r.get("status", "")).startswith(NO_REPOSITORY)
+        missing = status_of(r) is RowStatus.NO_REPOSITORY
         out.append({
             "username": who.get("username", r["student"]),
             **{k: who.get(k, "") for k in ("first_name", "last_name", "email", "section")},

@@ -4,6 +4,10 @@ The submissions are untrusted input to an unjailed process that has the referenc
 read through grader/regrade/intake.py (no links, capped sizes, notebooks and zips parsed in a capped child), every
 row is named uniquely after its repository (with a roster, by username: grader/regrade/classlist.py) with its
 path beside it, every text cell is neutralised for spreadsheets, and each row reaches the disk as it finishes.
+
+`main` runs one `Batch`: plan (the class, its settings, the files beside the gradebook), launch (every student
+staged, then graded piece by piece, then trained), collect (each student's row, as they finish) and write (the
+gradebook, its manifest and the class reports, complete). A row's status is grader/regrade/rowstatus.py's.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from grader.regrade import book, deadline
 from grader.regrade import roster as rosters
@@ -40,9 +45,14 @@ from grader.runner import report
 from grader.runner.schedule import Grading
 from grader.regrade import release_files
 from grader.regrade.intake import Refused, unpack
+from grader.regrade.release_files import Verdict
+from grader.regrade.rowstatus import error_text, ok_text, status_of
 from grader.pieces import MODULES, PIECES, run_order
 from grader.runner.launch import Zygote
 from grader.runner.results import Limits
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 BadSubmission = Refused  # the name callers and tests know
 
@@ -54,8 +64,7 @@ class ReportsFolder(ValueError):
 def error_row(name: str, message: str) -> dict:
     """A gradebook row for a submission that could not be graded: zero everywhere, and why (the reason may quote
     the submission: escaped as every report escapes it)."""
-    return {"student": name, **{p: 0 for p in PIECES}, "total": 0, "max_score": None,
-            "status": f"error: {report.safe(' '.join(message.split()), 300)}"}
+    return {"student": name, **{p: 0 for p in PIECES}, "total": 0, "max_score": None, "status": error_text(message)}
 
 
 @dataclass
@@ -68,7 +77,7 @@ class Student:
     source: Path  # what is read: the repository, or its checkout at the deadline's commit
     notes: list[str] = field(default_factory=list)
     commit: deadline.Commit | None = None
-    checked: tuple[str, list[str]] = ("", [])  # the release_files cell and the files it names
+    verdict: Verdict | None = None  # its release files' (release_files.verdict)
     inputs: str = ""
     job: Grading | None = None
 
@@ -96,6 +105,252 @@ def keep_code(staged: Path, into: Path) -> None:
             shutil.copyfile(src, into / src.name)
 
 
+# --- one run ------------------------------------------------------------------------------------
+
+class Batch:
+    """One `grade batch` run (see `main`), step by step: `plan`, `launch` (which `stage`s, `attempt`s and `train`s
+    each student), `collect` (a student's row, once they are done) and `write`. The pool's threads share its state
+    under `lock`: `live`, `left`, `zygotes` and `resumed`; `failed` is written only for a student no other thread
+    is grading then."""
+
+    # what `plan` lays down
+    files: book.Files
+    klass: ClassList  # this run's part of the class
+    digests: dict[str, tuple[int, str]] | None  # the release's files (release_files.release_digests); None: no --release
+    setting: dict  # everything besides a student's files that decides their row (book.settings)
+    manifest: dict  # what the manifest says of the run, beside its rows
+    journal: book.Journal
+    gradebook: book.Gradebook
+    tmp: Path  # where the students are staged, while `launch` runs
+
+    def __init__(self, *, submissions: list[Path], out: Path, reports: Path | None, jobs: int, seed: str,
+                 limits: Limits, progress: bool = True, release: Path | None = None, shard: Shard | None = None,
+                 before: datetime | None = None, roster: rosters.Roster | None = None, prefix: str = "",
+                 scores: Path | None = None) -> None:
+        self.submissions, self.out, self.reports, self.jobs = submissions, out, reports, jobs
+        self.seed, self.limits, self.progress, self.release = seed, limits, progress, release
+        self.shard, self.before, self.roster, self.prefix, self.scores = shard, before, roster, prefix, scores
+        self.lock = threading.Lock()
+        self.local = threading.local()  # each thread's fork server, started at its first piece
+        self.zygotes: list[Zygote] = []  # every thread's, closed at the end
+        self.live: dict[Path, Student] = {}  # staged and still being graded
+        self.failed: dict[Path, BaseException] = {}  # a student whose grading raised: graded no further
+        self.left: dict[Path, int] = {}  # a training student's training cases still to run
+        self.resumed = 0  # rows the journal held with the same inputs, taken as they were
+        self.bar: tqdm | None = None
+
+    def run(self) -> tuple[int, int]:
+        """Grade the class (or the shard's part of it); returns (graded, unreadable)."""
+        self.plan()
+        with tempfile.TemporaryDirectory(prefix="attnlab-batch-") as tmp, \
+                ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
+            self.tmp = Path(tmp)
+            try:
+                self.launch(pool)
+            finally:
+                if self.bar:
+                    self.bar.close()
+                for z in self.zygotes:
+                    z.close()
+        return self.write()
+
+    # --- plan ---------------------------------------------------------------------------------------
+
+    def plan(self) -> None:
+        """The folders beside the gradebook, the class (this shard's part of it), the settings every row depends
+        on, the journal a rerun resumes from and the manifest that says the run has begun."""
+        self.files = files = book.Files.of(self.out, self.reports)
+        taken = {files.csv.parent.resolve(), files.code.resolve()}
+        if files.reports.resolve() in taken:  # a student named grades-manifest would write over the manifest
+            raise ReportsFolder(f"--reports {files.reports} is the gradebook's own folder: its students' reports "
+                                f"would meet its manifest and journal there; give a folder of their own, e.g. "
+                                f"{files.csv.with_name(files.csv.stem + '-reports')}")
+        files.reports.mkdir(parents=True, exist_ok=True)
+        files.code.mkdir(parents=True, exist_ok=True)
+        dropped = drop_page_cache()
+        if self.progress:
+            print(dropped, file=sys.stderr)
+        self.klass = klass = class_list(self.submissions, self.roster, self.prefix).part(self.shard)
+        for line in klass.said if self.progress else []:
+            print(line, file=sys.stderr)
+        self.digests = digests = release_files.release_digests(self.release) if self.release else None
+        limits = self.limits
+        self.setting = book.settings(
+            seed=self.seed, quick=limits.quick, before=deadline.iso(self.before) if self.before else None,
+            limits={"case_timeout": limits.case_timeout, "piece_timeout": limits.piece_timeout,
+                    "memory_gb": limits.memory_gb},
+            release=hashlib.sha256(json.dumps(digests, sort_keys=True).encode()).hexdigest() if digests else None,
+            pieces=list(PIECES))
+        part_of = [self.shard.k, self.shard.n] if self.shard else None
+        self.journal = book.Journal(files.journal, {"shard": part_of, "class": klass.digest, **self.setting})
+        self.manifest = dict(shard=part_of, names=klass.everyone, class_digest=klass.digest, setting=self.setting,
+                             roster=klass.roster)
+        book.write_manifest(files, rows=None, finished=False, **self.manifest)
+        self.gradebook = book.Gradebook(files, limits.quick, list(PIECES), self.journal)
+        if self.progress:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=len(klass.paths) + len(klass.missing), unit="submission",
+                            desc=f"grading{f' shard {self.shard}' if self.shard else ''}")
+
+    # --- launch ---------------------------------------------------------------------------------------
+
+    def launch(self, pool: ThreadPoolExecutor) -> None:
+        """The class graded as `grade` grades one submission: every student's unit cases of one piece (up to `jobs`
+        at once, so the workers that run together hold the same reference), the pieces in `pieces.run_order`, then
+        every student's training cases, any beside any other (see grader/runner/schedule.py's Grading)."""
+        paths = self.klass.paths
+        self.add_missing()
+        list(pool.map(self.stage, range(len(paths)), paths))
+        for piece in run_order(list(PIECES)):
+            graded_now = [p for p in paths if p in self.live]
+            list(pool.map(lambda path, piece=piece: self.attempt(path, "run_units", piece), graded_now))
+        for path in [p for p in paths if p in self.live and (p in self.failed or not self.live[p].job.trains)]:
+            self.collect(path)
+        self.left.update({p: len(self.live[p].job.trains) for p in paths if p in self.live})
+        # one student's training cases back to back, so rows reach the disk as students finish
+        list(pool.map(self.train, [(p, piece) for p in paths if p in self.live for piece in self.live[p].job.trains]))
+
+    def add_missing(self) -> None:
+        """The rows (and reports) of the roster's students in this part who have no repository to grade."""
+        for name, why in sorted(self.klass.missing.items()):
+            (self.files.reports / f"{name}.json").write_text(json.dumps({"student": name, "path": "", "error": why},
+                                                                        indent=2) + "\n")
+            remove(self.files.code / name)
+            verdict = Verdict.not_a_repository("no repository") if self.digests is not None else Verdict.no_release()
+            self.add({**error_row(name, why), "path": "", "release_files": verdict.cell})
+
+    def stage(self, i: int, path: Path) -> None:
+        """One student made ready to grade (checked out at the deadline, unpacked, their release files checked and
+        their code kept), and live; or their row at once: the journal's, for the same inputs, or an error row."""
+        s = Student(path, self.klass.names[path], self.tmp / str(i), path)
+        files = self.files
+        try:
+            s.into.mkdir()
+            if self.before:
+                s.source, s.commit = deadline.checkout(path, self.before, s.into / "git")
+                if s.commit.late:
+                    s.notes.append(f"{s.commit.late} commit(s) after the deadline not graded")
+            staged = unpack(s.source, s.into, s.notes)
+            s.verdict = self.verdict(s.source)
+            keep_code(staged, files.code / s.name)
+            s.inputs = book.inputs_digest(self.setting, staged, [*s.notes, s.commit.sha if s.commit else "",
+                                                                 json.dumps([s.verdict.cell, list(s.verdict.files)])])
+            kept = self.journal.reusable(s.name, s.inputs)
+            if kept is not None and (files.reports / f"{s.name}.json").is_file():
+                self.add(kept, s.inputs)  # graded before with these very inputs: the same row again
+                with self.lock:
+                    self.resumed += 1
+                remove(s.into)
+                return
+            s.job = Grading(submission=staged, pieces=list(PIECES), seed=self.seed, limits=self.limits)
+        except Exception as e:  # noqa: BLE001 - one unreadable submission is one error row
+            self.add(self.failed_row(s, e))
+            remove(s.into)
+            remove(files.code / s.name)  # nothing of theirs was graded
+            return
+        with self.lock:
+            self.live[path] = s
+
+    def verdict(self, source: Path) -> Verdict:
+        """The verdict on the repository's workflow, grader and data as given (release_files.verdict)."""
+        try:
+            return release_files.verdict(source, self.digests)
+        except OSError as e:
+            return Verdict.not_checked(str(e.strerror or e))
+
+    def zygote(self) -> Zygote:
+        """This thread's fork server, started at its first piece."""
+        if not hasattr(self.local, "zygote"):
+            self.local.zygote = Zygote()
+            with self.lock:
+                self.zygotes.append(self.local.zygote)
+        return self.local.zygote
+
+    def attempt(self, path: Path, step: str, piece: str) -> None:
+        """live[path]'s run_units or run_training of `piece`, unless that student already failed; a failure is
+        recorded for the student's row, and grades nothing more of theirs."""
+        if path in self.failed:
+            return
+        try:
+            getattr(self.live[path].job, step)(piece, self.zygote())
+        except Exception as e:  # noqa: BLE001 - recorded for that student's row
+            self.failed[path] = e
+
+    def train(self, item: tuple[Path, str]) -> None:
+        """One training case of a student's; after their last, their row."""
+        path, piece = item
+        try:
+            self.attempt(path, "run_training", piece)
+        finally:
+            with self.lock:
+                self.left[path] -= 1
+                last = self.left[path] == 0
+            if last:
+                self.collect(path)
+
+    # --- collect --------------------------------------------------------------------------------------
+
+    def collect(self, path: Path) -> None:
+        """A student done grading: their report and row written, their staged files gone."""
+        with self.lock:
+            s = self.live.pop(path)
+        e = self.failed.get(path)
+        inputs = ""
+        try:
+            line = self.graded_row(s) if e is None else self.failed_row(s, e)
+            inputs = s.inputs if e is None else ""  # a grader fault is graded again on a rerun
+        except Exception as e2:  # noqa: BLE001 - still just this student's row
+            line = self.failed_row(s, e2)
+        self.add(line, inputs)
+        remove(s.into)
+
+    def add(self, line: dict, inputs: str = "") -> None:
+        self.gradebook.add(line, inputs)
+        if self.bar:
+            self.bar.update(1)
+
+    def failed_row(self, s: Student, e: BaseException) -> dict:
+        """The row (and report) of a student who could not be graded: unreadable, or a grader fault."""
+        verdict = s.verdict if s.verdict is not None else self.verdict(s.source)
+        row = {"path": str(s.path), "release_files": verdict.cell, **s.commit_cells()}
+        if isinstance(e, Refused):
+            data = {"student": s.name, "path": str(s.path), "error": report.safe(str(e), 500),
+                    "changed_release_files": list(verdict.files), **s.commit_cells()}
+            (self.files.reports / f"{s.name}.json").write_text(json.dumps(data, indent=2) + "\n")
+            return {**error_row(s.name, str(e)), **row}
+        return {**error_row(s.name, f"{type(e).__name__}: {e}"), **row}
+
+    def graded_row(self, s: Student) -> dict:
+        """The row (and report) of a graded student."""
+        verdict = s.verdict
+        data = {**report.as_dict(s.job.runs(), student=s.name, seed=self.seed, quick=self.limits.quick),
+                "path": str(s.path), "changed_release_files": list(verdict.files), **s.commit_cells()}
+        notes = [report.safe(n, 400) for n in s.notes]  # a notebook's reason may quote its text
+        if notes:
+            data["notes"] = notes
+        (self.files.reports / f"{s.name}.json").write_text(json.dumps(data, indent=2) + "\n")
+        return {"student": s.name, **{p["name"]: p["score"] for p in data["pieces"]}, "total": data["score"],
+                "max_score": data["max_score"], "status": ok_text(notes), "path": str(s.path),
+                "release_files": verdict.cell, **s.commit_cells()}
+
+    # --- write ----------------------------------------------------------------------------------------
+
+    def write(self) -> tuple[int, int]:
+        """The gradebook complete and sorted, the manifest finished, scores.csv and (a whole class) the class
+        reports; returns (graded, unreadable)."""
+        gradebook = self.gradebook
+        gradebook.finish()
+        self.journal.close()
+        book.write_manifest(self.files, rows=gradebook.rows, finished=True, resumed=self.resumed, **self.manifest)
+        if self.scores is not None:
+            classroom50.write(self.scores, gradebook.rows, self.klass.roster, gradebook.mode)
+        if self.shard is None:
+            book.class_reports(self.files, gradebook.rows, self.progress, list(PIECES))
+        bad = sum(status_of(r).is_error for r in gradebook.rows)
+        return len(gradebook.rows) - bad, bad
+
+
 def main(
     *, submissions: list[Path], out: Path, reports: Path | None, jobs: int, seed: str, limits: Limits,
     progress: bool = True, release: Path | None = None, shard: Shard | None = None, before: datetime | None = None,
@@ -107,189 +362,12 @@ def main(
 
     The class is graded piece by piece, as `grade` grades one submission: every student's unit cases of one
     piece (up to `jobs` at once, so the workers that run together hold the same reference), the pieces in
-    `pieces.run_order`, and then every student's training cases, any beside any other (see check.Grading).
+    `pieces.run_order`, and then every student's training cases, any beside any other (see
+    grader/runner/schedule.py's Grading). The steps: `Batch`.
     """
-    files = book.Files.of(out, reports)
-    taken = {files.csv.parent.resolve(), files.code.resolve()}
-    if files.reports.resolve() in taken:  # a student named grades-manifest would write over the manifest
-        raise ReportsFolder(f"--reports {files.reports} is the gradebook's own folder: its students' reports "
-                         f"would meet its manifest and journal there; give a folder of their own, e.g. "
-                         f"{files.csv.with_name(files.csv.stem + '-reports')}")
-    files.reports.mkdir(parents=True, exist_ok=True)
-    files.code.mkdir(parents=True, exist_ok=True)
-    dropped = drop_page_cache()
-    if progress:
-        print(dropped, file=sys.stderr)
-    whole = class_list(submissions, roster, prefix)
-    klass = whole.part(shard)
-    paths, names, everyone = klass.paths, klass.names, klass.everyone
-    for line in klass.said if progress else []:
-        print(line, file=sys.stderr)
-    digests = release_files.release_digests(release) if release else None
-    setting = book.settings(
-        seed=seed, quick=limits.quick, before=deadline.iso(before) if before else None,
-        limits={"case_timeout": limits.case_timeout, "piece_timeout": limits.piece_timeout, "memory_gb": limits.memory_gb},
-        release=hashlib.sha256(json.dumps(digests, sort_keys=True).encode()).hexdigest() if digests else None,
-        pieces=list(PIECES))
-    part_of = [shard.k, shard.n] if shard else None
-    journal = book.Journal(files.journal, {"shard": part_of, "class": klass.digest, **setting})
-    manifest = dict(shard=part_of, names=everyone, class_digest=klass.digest, setting=setting, roster=klass.roster)
-    book.write_manifest(files, rows=None, finished=False, **manifest)
-    gradebook = book.Gradebook(files, limits.quick, list(PIECES), journal)
-    local = threading.local()
-    zygotes: list[Zygote] = []
-    lock = threading.Lock()
-    resumed = [0]
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(paths) + len(klass.missing), desc=f"grading{f' shard {shard}' if shard else ''}", unit="submission")
-
-    def zygote() -> Zygote:
-        """This thread's fork server, started at its first piece."""
-        if not hasattr(local, "zygote"):
-            local.zygote = Zygote()
-            with lock:
-                zygotes.append(local.zygote)
-        return local.zygote
-
-    def add(line: dict, inputs: str = "") -> None:
-        gradebook.add(line, inputs)
-        if bar:
-            bar.update(1)
-
-    def checked(source: Path) -> tuple[str, list[str]]:
-        """The release_files cell and the files it names: the repository's workflow, grader and data as given."""
-        try:
-            return release_files.column(source, digests)
-        except OSError as e:
-            return f"not checked ({e.strerror or e})", []
-
-    def error(s: Student, e: BaseException) -> dict:
-        """The row (and report) of a student who could not be graded: unreadable, or a grader fault."""
-        cell_text, files_changed = s.checked if s.checked[0] else checked(s.source)
-        row = {"path": str(s.path), "release_files": cell_text, **s.commit_cells()}
-        if isinstance(e, Refused):
-            data = {"student": s.name, "path": str(s.path), "error": report.safe(str(e), 500),
-                    "changed_release_files": files_changed, **s.commit_cells()}
-            (files.reports / f"{s.name}.json").write_text(json.dumps(data, indent=2) + "\n")
-            return {**error_row(s.name, str(e)), **row}
-        return {**error_row(s.name, f"{type(e).__name__}: {e}"), **row}
-
-    def graded(s: Student) -> dict:
-        cell_text, files_changed = s.checked
-        data = {**report.as_dict(s.job.runs(), student=s.name, seed=seed, quick=limits.quick), "path": str(s.path),
-                "changed_release_files": files_changed, **s.commit_cells()}
-        notes = [report.safe(n, 400) for n in s.notes]  # a notebook's reason may quote its text
-        if notes:
-            data["notes"] = notes
-        (files.reports / f"{s.name}.json").write_text(json.dumps(data, indent=2) + "\n")
-        status = "ok" + "".join(f": {n}" for n in notes)  # graded, and what was left out
-        return {"student": s.name, **{p["name"]: p["score"] for p in data["pieces"]}, "total": data["score"],
-                "max_score": data["max_score"], "status": " ".join(status.split())[:400], "path": str(s.path),
-                "release_files": cell_text, **s.commit_cells()}
-
-    with tempfile.TemporaryDirectory(prefix="attnlab-batch-") as tmp, \
-            ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        live: dict[Path, Student] = {}
-        failed: dict[Path, BaseException] = {}  # a student whose grading raised: graded no further
-
-        def read(i: int, path: Path) -> None:
-            s = Student(path, names[path], Path(tmp) / str(i), path)
-            try:
-                s.into.mkdir()
-                if before:
-                    s.source, s.commit = deadline.checkout(path, before, s.into / "git")
-                    if s.commit.late:
-                        s.notes.append(f"{s.commit.late} commit(s) after the deadline not graded")
-                staged = unpack(s.source, s.into, s.notes)
-                s.checked = checked(s.source)
-                keep_code(staged, files.code / s.name)
-                s.inputs = book.inputs_digest(setting, staged, [*s.notes, s.commit.sha if s.commit else "",
-                                                                json.dumps(s.checked)])
-                kept = journal.reusable(s.name, s.inputs)
-                if kept is not None and (files.reports / f"{s.name}.json").is_file():
-                    add(kept, s.inputs)  # graded before with these very inputs: the same row again
-                    with lock:
-                        resumed[0] += 1
-                    remove(s.into)
-                    return
-                s.job = Grading(submission=staged, pieces=list(PIECES), seed=seed, limits=limits)
-            except Exception as e:  # noqa: BLE001 - one unreadable submission is one error row
-                add(error(s, e))
-                remove(s.into)
-                remove(files.code / s.name)  # nothing of theirs was graded
-                return
-            with lock:
-                live[path] = s
-
-        def done(path: Path) -> None:
-            with lock:
-                s = live.pop(path)
-            e = failed.get(path)
-            inputs = ""
-            try:
-                line = graded(s) if e is None else error(s, e)
-                inputs = s.inputs if e is None else ""  # a grader fault is graded again on a rerun
-            except Exception as e2:  # noqa: BLE001 - still just this student's row
-                line = error(s, e2)
-            add(line, inputs)
-            remove(s.into)
-
-        def attempt(path: Path, step: str, piece: str) -> None:
-            """live[path]'s run_units or run_training of `piece`, unless that student already failed; a failure is
-            recorded for the student's row, and grades nothing more of theirs."""
-            if path in failed:
-                return
-            try:
-                getattr(live[path].job, step)(piece, zygote())
-            except Exception as e:  # noqa: BLE001 - recorded for that student's row
-                failed[path] = e
-
-        left: dict[Path, int] = {}
-
-        def train(item: tuple[Path, str]) -> None:
-            path, piece = item
-            try:
-                attempt(path, "run_training", piece)
-            finally:
-                with lock:
-                    left[path] -= 1
-                    last = left[path] == 0
-                if last:
-                    done(path)
-
-        for name, why in sorted(klass.missing.items()):  # on the roster, and no repository to grade
-            (files.reports / f"{name}.json").write_text(json.dumps({"student": name, "path": "", "error": why},
-                                                                   indent=2) + "\n")
-            remove(files.code / name)
-            add({**error_row(name, why), "path": "",
-                 "release_files": "n/a (no repository)" if digests is not None else "not checked (no --release)"})
-        try:
-            list(pool.map(read, range(len(paths)), paths))
-            for piece in run_order(list(PIECES)):
-                graded_now = [p for p in paths if p in live]
-                list(pool.map(lambda path, piece=piece: attempt(path, "run_units", piece), graded_now))
-            for path in [p for p in paths if p in live and (p in failed or not live[p].job.trains)]:
-                done(path)
-            left.update({p: len(live[p].job.trains) for p in paths if p in live})
-            # one student's training cases back to back, so rows reach the disk as students finish
-            list(pool.map(train, [(p, piece) for p in paths if p in live for piece in live[p].job.trains]))
-        finally:
-            if bar:
-                bar.close()
-            for z in zygotes:
-                z.close()
-    gradebook.finish()
-    journal.close()
-    book.write_manifest(files, rows=gradebook.rows, finished=True, resumed=resumed[0], **manifest)
-    if scores is not None:
-        classroom50.write(scores, gradebook.rows, klass.roster, gradebook.mode)
-    if shard is None:
-        book.class_reports(files, gradebook.rows, progress, list(PIECES))
-    bad = sum(1 for r in gradebook.rows if r["status"].startswith("error"))
-    return len(gradebook.rows) - bad, bad
+    return Batch(submissions=submissions, out=out, reports=reports, jobs=jobs, seed=seed, limits=limits,
+                 progress=progress, release=release, shard=shard, before=before, roster=roster, prefix=prefix,
+                 scores=scores).run()
 
 
 def drop_page_cache() -> str:

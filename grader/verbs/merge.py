@@ -12,6 +12,7 @@ from pathlib import Path
 
 from grader.regrade import book
 from grader.regrade.book import MergeError, find, load
+from grader.regrade.rowstatus import status_of
 from grader.regrade.shard import assign
 
 COMPARED = {"class": "class list", "grader": "grader", "cases": "hidden cases or reference", "seed": "seed",
@@ -116,5 +117,5 @@ def main(*, parts: list[Path], out: Path, progress: bool = True) -> tuple[int, i
     book.write_manifest(files, shard=None, names=base["class"]["students"], class_digest=base["class"]["digest"],
                         setting=setting, rows=rows, finished=True)
     said = book.class_reports(files, rows, progress)
-    bad = sum(1 for r in rows if str(r["status"]).startswith("error"))
+    bad = sum(status_of(r).is_error for r in rows)
     return len(rows) - bad, bad, said

@@ -257,12 +257,27 @@ def release_solutions(out: Path, no_execute: bool) -> None:
 
 @cli.command()
 def stubs() -> None:
-    """Regenerate exercises/ from reference/ (solution blocks become NotImplementedError)."""
+    """Regenerate exercises/ and grader/piece_facts.json from reference/ (solution blocks become NotImplementedError)."""
     instructor_only("stubs")
     from grader.lesson import notebook, stubs as verb
 
     for path in [*verb.main(), notebook.write()]:
         click.echo(f"wrote {path}")
+
+
+@cli.command()
+def generate() -> None:
+    """Regenerate everything made from reference/, the notebook text and the cases: grader/piece_facts.json,
+    exercises/ (the stubs and lesson.ipynb) and the manifests (`grade stubs`, then `grade manifest`)."""
+    instructor_only("generate")
+    from grader.lesson import notebook, stubs as making
+    from grader.runner import manifest as collecting
+
+    for path in [*making.main(), notebook.write()]:
+        click.echo(f"wrote {path}")
+    data = collecting.write()
+    click.echo(f"wrote grader/cases/manifest.json and grader/public/manifest.json: {sum(map(len, data.values()))} "
+               f"cases, {sum(c['points'] for v in data.values() for c in v)} points")
 
 
 @cli.command()

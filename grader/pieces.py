@@ -1,43 +1,72 @@
-"""The six pieces of the lab: their names, files and what a student writes in each.
+"""The lab's pieces: the one place that names them, with every fact about each that its own files do not hold.
 
-Also what a student release needs about each piece and cannot take from reference/ (which it does not
-have): the relative imports its module makes (a notebook cell is given them back as a module), and the
-digest of its generated stub (a `.py` still equal to it is untouched, so the notebook's cell is graded).
-Tests check both against reference/ and exercises/.
+A piece is its reference file (reference/<module>.py), its hidden cases (grader/cases/test_<module>.py), its
+notebook text (grader/templates/lesson/, `lesson` below) and its entry here; its place in `PIECES` sets the
+gradebook's columns, the notebook's order and, with its imports, the order the pieces run. What can be derived is:
+the relative imports and the stub's digest come from `grade stubs` (written to grader/piece_facts.json, which a
+student release ships because it has no reference/), the points and the cases from the manifests.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+FACTS = Path(__file__).with_name("piece_facts.json")  # written by `grade stubs` (grader.lesson.stubs.facts)
 
 
 @dataclass(frozen=True)
 class Piece:
     name: str
-    module: str  # file stem under exercises/ and reference/
-    summary: str
-    imports: tuple[str, ...] = ()  # the module's `from .x import y` lines, in the reference's order
-    stub_digest: str = ""  # notebook.digest() of the generated exercises/<module>.py
-    # the lab's own modules (grader/<name>.py) the piece's worker needs, in dependency order; no other worker gets them
+    summary: str  # what a student writes, in a line
+    module: str = ""  # file stem under exercises/ and reference/; the name when empty
+    lesson: tuple[str, ...] = ()  # grader/templates/lesson/ files shown before its cell; (<name>.md,) when empty
+    # the lab's own modules (grader/lab/<name>.py) its worker needs for a training case, in dependency order
     lab: tuple[str, ...] = ()
+    stubbed: bool = False  # its worker gets the stubs of the modules it imports, not the reference's
+    plots: tuple[str, ...] = ()  # the models `grade --plots` trains that are built from its module
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "module", self.module or self.name)
+        object.__setattr__(self, "lesson", self.lesson or (f"{self.name}.md",))
+
+    @property
+    def imports(self) -> tuple[str, ...]:
+        """The module's `from .x import y` lines, in the reference's order (a notebook cell gets them back)."""
+        return tuple(_facts()[self.name]["imports"])
+
+    @property
+    def stub_digest(self) -> str:
+        """notebook.digest() of the generated stub: a `.py` still equal to it is untouched."""
+        return _facts()[self.name]["stub_digest"]
+
+
+@lru_cache(maxsize=1)
+def _facts() -> dict:
+    try:
+        facts = json.loads(FACTS.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        facts = {}
+    missing = [name for name in PIECES if name not in facts]
+    if missing:
+        raise RuntimeError(f"grader/piece_facts.json has no entry for {', '.join(missing)}: run `grade stubs`")
+    return facts
 
 
 PIECES: dict[str, Piece] = {
     p.name: p
     for p in (
-        Piece("encoder", "encoder", "EncoderAll.forward: every LSTM output and the final (h, c)",
-              stub_digest="85de09f77956e086"),
-        Piece("additive", "additive", "BahdanauAttention.forward: masked additive scores and alpha",
-              imports=("from .context import attention_context",), stub_digest="1e76ab37b0d735f0"),
-        Piece("context", "context", "attention_context: the alpha-weighted sum as one bmm",
-              stub_digest="ccdbcb13f4256494"),
-        Piece("luong", "luong", "LuongDotAttention.forward: scaled dot-product attention",
-              imports=("from .context import attention_context",), stub_digest="38be13308c44a335",
-              lab=("toy", "train", "baseline", "luong_model")),  # its training case: Luong's decoder around it
-        Piece("decoder", "decoder", "AttnDecoder.forward_step and Seq2SeqAttn.forward",
-              imports=("from .additive import BahdanauAttention", "from .encoder import EncoderAll"),
-              stub_digest="678e6ee0b68d7aaa", lab=("toy", "train")),  # its training case
-        Piece("evaluation", "evaluation", "greedy_decode and accuracy_by_length",
-              imports=("from .decoder import Seq2SeqAttn",), stub_digest="19e18746f6a300d3"),
+        Piece("encoder", "EncoderAll.forward: every LSTM output and the final (h, c)", lesson=("bottleneck.md",),
+              plots=("Bahdanau",)),
+        Piece("additive", "BahdanauAttention.forward: masked additive scores and alpha",
+              lesson=("additive.md", "additive-worked.ipy", "masking.md"), plots=("Bahdanau",)),
+        Piece("context", "attention_context: the alpha-weighted sum as one bmm", plots=("Bahdanau", "Luong")),
+        Piece("luong", "LuongDotAttention.forward: scaled dot-product attention",
+              lab=("toy", "train", "baseline", "luong_model"), plots=("Luong",)),  # its training case: Luong's decoder
+        Piece("decoder", "AttnDecoder.forward_step and Seq2SeqAttn.forward", lab=("toy", "train"),
+              plots=("Bahdanau",)),  # its training case
+        Piece("evaluation", "greedy_decode and accuracy_by_length", stubbed=True),
     )
 }
 MODULES = [p.module for p in PIECES.values()]

@@ -78,28 +78,23 @@ def student_sources(submission: Path, reference: Path | None, stem: str, order: 
     return out + [(stem, own)]
 
 
-# The lab's own modules that hold a piece's answer: the baseline's Encoder.forward is EncoderAll.forward, and its
-# decode_teacher_forced (Luong's model's forward) is the loop of Seq2SeqAttn.forward. toy (the task) and train (the
-# training loop) answer no piece. (A student release seals these, with the evaluator, in grader/sealed.bin:
-# grader.lab.SEALED; Luong's worker, the one that holds them, is withheld for the reference's context too.)
-ANSWER_LAB = {"baseline": "the lab's baseline encoder", "luong_model": "Luong's decoder"}
-STUBBED = ("evaluation",)  # pieces whose worker gets the stubs of the modules it imports, not the reference
 
 
 def withheld(piece: str, graded: bool, part: str = "all") -> str:
     """Why what a piece's workers print, warn and raise reaches no report, or "" where it is shown.
 
     A worker that holds reference code (the modules its registry entry imports; not their stubs, which the
-    evaluation piece gets) or lab code that holds an answer (ANSWER_LAB, given only where a training case runs:
+    evaluation piece gets) or lab code that holds an answer (grader.lab.ANSWERS, given only where a training case runs:
     `part` is not "units") could copy it into its prints or exception messages. In public mode (`graded` False)
     a worker holds only the student's own files."""
+    from grader.lab import ANSWERS
     from grader.pieces import PIECES
 
     if not graded:
         return ""
     stem = PIECES[piece].module
-    held = [] if piece in STUBBED else registry_imports(stem)
-    lab = [ANSWER_LAB[m] for m in PIECES[piece].lab if m in ANSWER_LAB] if part != "units" else []
+    held = [] if PIECES[piece].stubbed else registry_imports(stem)
+    lab = [ANSWERS[m] for m in PIECES[piece].lab if m in ANSWERS] if part != "units" else []
     if not held and not lab:
         return ""
     names = ([f"the reference's {_listed(held)} code"] if held else []) + lab

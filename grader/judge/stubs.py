@@ -5,6 +5,7 @@ the judge gives a worker the stubs of the modules it may not hold).
 from __future__ import annotations
 
 import ast
+import hashlib
 import re
 
 _BEGIN = re.compile(r"^(\s*)### BEGIN SOLUTION\s*$")
@@ -45,3 +46,13 @@ def stub_source(source: str, piece: str) -> str:
     if skipping:
         raise ValueError(f"unclosed ### BEGIN SOLUTION in the reference for {piece}")
     return HEADER + "".join(out)
+
+
+def normal(text: str) -> str:
+    """Text compared as a file's or a cell's content: line endings, trailing spaces and blank edges aside."""
+    return "\n".join(line.rstrip() for line in text.splitlines()).strip("\n") + "\n"
+
+
+def digest(text: str) -> str:
+    """A short digest of normal(text): how the registry recognises a piece's untouched stub."""
+    return hashlib.sha256(normal(text).encode()).hexdigest()[:16]

@@ -2,7 +2,7 @@
 
 Trusted scaffolding, like the no-attention baseline: the grader trains it with the student's
 `LuongDotAttention` plugged in. Four things differ from the lesson's drop-in into the Bahdanau decoder
-(which learns this task slowly; see the README's Luong table):
+(which learns this task slowly; see docs/performance.md's Luong table):
 - it attends with the *current* state h_t, after the LSTM step, not with s_{t-1};
 - the query is W_a h_t: Luong's "general" score h_t^T W_a h_i, computed by the student's dot product on
   a projected query. A raw LSTM state lies in (-1, 1)^H, so its dot products with the encoder states,

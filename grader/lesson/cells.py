@@ -2,43 +2,45 @@
 
 The text lives in grader/templates/lesson/: one file per cell, `.md` for markdown and `.ipy` for code
 (IPython's extension: the cells hold magics such as `%matplotlib inline`, so they are not Python files
-for linters, byte-compilers or test collection). A file's number is its cell's id in the notebook
-(`cell-NN`). A piece has no file: its code comes from the stubs or the reference when the notebook is built.
+for linters, byte-compilers or test collection). The notebook opens with HEAD, then each piece in the registry's
+order: its `lesson` files, then its graded cell (its code comes from the stubs or the reference); TAIL ends it.
+A cell's id is made from its file's name (or its piece's), so adding a cell renames no other.
 """
 from __future__ import annotations
 
 from importlib import resources
 
-# The notebook's cells in order: a template's file name, or "piece:<name>" for a graded piece's cell.
-ORDER = (
-    "00-intro.md", "01-setup.ipy",
-    "02-bottleneck.md", "piece:encoder",
-    "04-additive.md", "05-worked.ipy", "06-masking.md", "piece:additive",
-    "08-context.md", "piece:context",
-    "10-luong.md", "piece:luong",
-    "12-decoder.md", "piece:decoder",
-    "14-evaluation.md", "piece:evaluation",
-    "16-train.md", "17-train.ipy",
-    "18-curve.md", "19-curve.ipy",
-    "20-heatmap.md", "21-heatmap.ipy",
-    "22-luong-train.md", "23-luong-train.ipy",
-    "24-compare.md", "25-compare.ipy",
-    "26-check.md", "27-check.ipy",
-)
+from grader.pieces import PIECES
+
+HEAD = ("intro.md", "setup.ipy")
+TAIL = ("train.md", "train.ipy", "curve.md", "curve.ipy", "heatmap.md", "heatmap.ipy",
+        "luong-train.md", "luong-train.ipy", "compare.md", "compare.ipy", "check.md", "check.ipy")
 _KINDS = {"md": "md", "ipy": "code"}  # by file extension
 
 
-def cells() -> list[tuple[str, str]]:
-    """The cells as ("md", text), ("code", text) or ("piece", name), read from the templates."""
+def order() -> list[str]:
+    """The notebook's cells in order: a template's file name, or "piece:<name>" for a graded piece's cell."""
+    return [*HEAD, *(entry for p in PIECES.values() for entry in (*p.lesson, f"piece:{p.name}")), *TAIL]
+
+
+def cell_id(entry: str) -> str:
+    """A cell's id, from its template's name or its piece's: "masking.md" -> "cell-masking-md"."""
+    return "cell-" + entry.replace(":", "-").replace(".", "-")
+
+
+def cells() -> list[tuple[str, str, str]]:
+    """The cells as (id, kind, text): kind "md" or "code" with the template's text, or "piece" with its name."""
     folder = resources.files("grader") / "templates" / "lesson"
-    # A template left out of ORDER would silently vanish from the notebook: refuse it instead.
-    unlisted = sorted({f.name for f in folder.iterdir() if f.is_file()} - set(ORDER))
+    entries = order()
+    # A template named nowhere would silently vanish from the notebook: refuse it instead.
+    unlisted = sorted({f.name for f in folder.iterdir() if f.is_file()} - set(entries))
     if unlisted:
-        raise RuntimeError(f"grader/templates/lesson/ holds files not in grader.lesson.cells.ORDER: {', '.join(unlisted)}")
+        raise RuntimeError(f"grader/templates/lesson/ holds files that neither grader.lesson.cells nor a piece's "
+                           f"`lesson` in grader/pieces.py names: {', '.join(unlisted)}")
     out = []
-    for entry in ORDER:
+    for entry in entries:
         if entry.startswith("piece:"):
-            out.append(("piece", entry.removeprefix("piece:")))
+            out.append((cell_id(entry), "piece", entry.removeprefix("piece:")))
         else:
-            out.append((_KINDS[entry.rsplit(".", 1)[1]], (folder / entry).read_text(encoding="utf-8")))
+            out.append((cell_id(entry), _KINDS[entry.rsplit(".", 1)[1]], (folder / entry).read_text(encoding="utf-8")))
     return out

@@ -13,7 +13,6 @@ they need about a piece comes from the registry in grader/pieces.py, as in a stu
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -24,8 +23,8 @@ from typing import TYPE_CHECKING
 
 from grader.lesson.cells import cells
 from grader.pieces import PIECES
-from grader.judge.stubs import HEADER as STUB_HEADER, stub_source
-from grader.lesson.stubs import EXERCISES, REFERENCE
+from grader.judge.stubs import HEADER as STUB_HEADER, digest, normal, stub_source
+from grader import EXERCISES, REFERENCE
 
 if TYPE_CHECKING:
     import nbformat
@@ -91,14 +90,14 @@ def build(source: str = "stubs") -> nbformat.NotebookNode:
     v4 = nbformat.v4
     nb = v4.new_notebook()
     nb.metadata = nbformat.from_dict({"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}})
-    for index, (kind, text) in enumerate(cells()):  # read here, not at import: grading never needs the prose
+    for cell_id, kind, text in cells():  # read here, not at import: grading never needs the prose
         if kind == "md":
             cell = v4.new_markdown_cell(text.strip("\n"))
         elif kind == "piece":
             cell = v4.new_code_cell(cell_code(text, source).rstrip("\n"), metadata={"tags": [f"{TAG}{text}"]})
         else:
             cell = v4.new_code_cell(text.strip("\n"))
-        cell.id = f"cell-{index:02d}"  # stable ids: regenerating gives the same bytes
+        cell.id = cell_id  # stable ids: regenerating gives the same bytes
         nb.cells.append(cell)
     return nb
 
@@ -191,16 +190,6 @@ def extract(nb_path: Path, into: Path) -> Path:
 
 
 # --- the notebook or the files: what `grade` grades in exercises/ ----------------------------------
-
-def normal(text: str) -> str:
-    """Text compared as a file's or a cell's content: line endings, trailing spaces and blank edges aside."""
-    return "\n".join(line.rstrip() for line in text.splitlines()).strip("\n") + "\n"
-
-
-def digest(text: str) -> str:
-    """A short digest of normal(text): how the registry recognises a piece's untouched stub."""
-    return hashlib.sha256(normal(text).encode()).hexdigest()[:16]
-
 
 def _regular_text(path: Path) -> str | None:
     """A regular file's text (never through a link; None for anything else, or unreadable, or too big)."""

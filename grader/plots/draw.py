@@ -253,8 +253,14 @@ def _alignment(src: list[str]) -> list[int | None]:
     return [*toy.alignment(src), None]
 
 
-# the student's pieces each model is built from (the Luong model's encoder and loop are the lab's)
-USES = {"Bahdanau": ("encoder", "context", "additive", "decoder"), "Luong": ("context", "luong")}
+def _uses() -> dict[str, tuple[str, ...]]:
+    from grader.pieces import PIECES, run_order
+
+    return {model: tuple(p for p in run_order(list(PIECES)) if model in PIECES[p].plots) for model in ("Bahdanau", "Luong")}
+
+
+# the student's pieces each model is built from (the registry's `plots`; the Luong model's encoder and loop are the lab's)
+USES = _uses()
 
 
 def label(name: str, own: list[str]) -> str:

@@ -23,8 +23,9 @@ from grader.judge.workers import worker_server
 from grader.judge.sources import relative_imports
 from grader.pieces import PIECES, run_order
 
-# dependency order; evaluation.py is never loaded, the trusted evaluator stands in for it
-LOADED = [p for p in run_order(list(PIECES)) if p != "evaluation"]  # the modules the plots' models are built from
+# the modules the plots' models are built from (the registry's `plots`), in dependency order; evaluation.py is never
+# loaded, the trusted evaluator stands in for it
+LOADED = [p for p in run_order(list(PIECES)) if PIECES[p].plots]
 PROGRESS_EVERY = 200
 
 
@@ -159,7 +160,7 @@ def _build(sub: Submission, name: str, cfg: train.TrainConfig):
     if name == "Bahdanau":
         return sub.new("Seq2SeqAttn", *sizes)
     attn = sub.new("LuongDotAttention")
-    return sub.new("@lab:Seq2SeqLuong", *sizes, sub.ref(attn.name))
+    return sub.new("@lab:luong_model.Seq2SeqLuong", *sizes, sub.ref(attn.name))
 
 
 def _run(texts: dict[str, str], own: list[str], cfgs: dict[str, train.TrainConfig], sentence: tuple,
@@ -171,10 +172,9 @@ def _run(texts: dict[str, str], own: list[str], cfgs: dict[str, train.TrainConfi
     cpu = int(max(60.0, deadline - time.monotonic())) + 60
     subs: dict[str, Submission] = {}
     try:
-        for name, stem, lab in (("Bahdanau", "decoder", ("toy", "train")),
-                                ("Luong", "luong", ("toy", "train", "baseline", "luong_model"))):
+        for name, stem in (("Bahdanau", "decoder"), ("Luong", "luong")):  # the piece whose training case trains it
             slot = Slot(server, _sources(texts, stem), stem, f"{stem}.py", output, memory_gb, cpu,
-                        lab=lab_sources(lab), own=tuple(s for s in own if s != stem))
+                        lab=lab_sources(PIECES[stem].lab), own=tuple(s for s in own if s != stem))
             subs[name] = Submission(slot, cfgs[name].seed, deadline)
         # both run once before either trains: an unfinished piece is found (and swapped) in seconds, not minutes
         batch = toy.encode(toy.read_split("valid")[:4])  # source lengths 1..4: cheap, with pads

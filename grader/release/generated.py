@@ -2,7 +2,8 @@
 
 An instructor's working tree may hold other versions of them: an exercises/additive.py they solved to try their own
 solution, a lesson.ipynb run with its outputs, a case manifest not rebuilt after a case changed, a split edited by
-hand. A release never ships those. `generated()` is what `grade stubs` (exercises/ from reference/), `grade manifest`
+hand. A release never ships those. `generated()` is what `grade stubs` (exercises/ and grader/piece_facts.json from
+reference/), `grade manifest`
 (the hidden cases' and the public checks' manifests) and `grade data` (the toy task's splits) would write, and
 `unshipped()` names the working tree's versions that differ from it, in one line for the instructor.
 """
@@ -22,10 +23,13 @@ class GenerateError(Exception):
 
 
 def exercises() -> dict[str, bytes]:
-    """exercises/ as `grade stubs` writes it from reference/: the six stubs, the package marker and lesson.ipynb."""
+    """What `grade stubs` writes from reference/: exercises/ (the stubs, the package marker and lesson.ipynb) and
+    the pieces' facts (grader/piece_facts.json)."""
+    from grader import ROOT, pieces
     from grader.lesson import notebook, stubs
 
     files = {f"{EXERCISES}{path.name}": text.encode("utf-8") for path, text in stubs.expected().items()}
+    files[pieces.FACTS.relative_to(ROOT).as_posix()] = stubs.facts().encode("utf-8")
     try:
         files[f"{EXERCISES}{notebook.NOTEBOOK.name}"] = notebook.dumps(notebook.build("stubs")).encode("utf-8")
     except notebook.NotebookError as e:

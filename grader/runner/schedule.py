@@ -1,4 +1,6 @@
-"""The order a submission's pieces are graded in, and the lanes they run on: see `Grading`."""
+"""The order a submission's pieces are graded in, and the lanes they run on: see `Grading`. A lane is a thread that
+takes the next piece in turn and runs its judge on the lane's own zygote (grader.runner.launch.Zygote, a judges'
+fork server), so that two lanes grade two pieces side by side."""
 from __future__ import annotations
 
 import json
@@ -20,7 +22,7 @@ class Grading:
     by side (with each other, or a batch's other students') and only once the unit cases they `need` passed.
 
     Two workers that run at once, or one after another, can pass data through state the machine keeps (the
-    page cache: see the README's threat model). So no unit run may meet a worker that holds its piece's
+    page cache: see docs/threat-model.md). So no unit run may meet a worker that holds its piece's
     answer, and a training case, the one thing that runs beside another piece, earns nothing its piece's
     own code did not already show alone.
     """

@@ -12,10 +12,9 @@ import types
 
 import torch
 
-from grader.worker import probe, wire
+from grader.worker import standin_cuda, wire
 
 SUB_PKG = "attnlab_submission"
-LAB_MODELS = {"Seq2SeqLuong": "luong_model"}  # built by name around a student's module: {class: lab module}
 PAIRS: list | None = None  # the training split, read by the server before any worker is jailed
 
 
@@ -32,6 +31,7 @@ class Worker:
         self.filename = ""
         self.filenames: set[str] = set()  # the student's own files among the loaded modules
         self.trainers: dict[str, object] = {}
+        self.lab: dict[str, types.ModuleType] = {}  # the lab modules the judge gave this worker, by stem
 
     # -- loading --
 
@@ -49,6 +49,7 @@ class Worker:
             sys.modules[mod.__name__] = mod
             exec(compile(source, mod.__file__, "exec"), mod.__dict__)  # noqa: S102 - the judge's own lab code
             setattr(sys.modules["grader.lab"], stem, mod)
+            self.lab[stem] = mod
             del source
         pkg = types.ModuleType(SUB_PKG)
         pkg.__path__ = []
@@ -122,8 +123,10 @@ class Worker:
         if cmd == "new":
             # a lab model (trusted code, imported before the jail) around the student's module, or the student's class
             if req["cls"].startswith("@lab:"):
-                name = req["cls"][5:]
-                cls = getattr(sys.modules[f"grader.lab.{LAB_MODELS[name]}"], name)  # KeyError: not this piece's
+                stem, name = req["cls"][5:].split(".")  # "@lab:luong_model.Seq2SeqLuong"
+                if stem not in self.lab:  # only a lab module this piece's worker was given
+                    raise KeyError(f"grader/lab/{stem}.py is not one of this worker's lab modules")
+                cls = getattr(self.lab[stem], name)
             else:
                 cls = getattr(self.module, req["cls"])
             args, kwargs = self.args(req)
@@ -148,13 +151,13 @@ class Worker:
             if req.get("keep"):
                 self.store[req["keep"]] = out
             return out
-        if cmd == "probe":  # the call on a stand-in CUDA device (grader.worker.probe): its values, and where each was
+        if cmd == "probe":  # the call on a stand-in CUDA device (grader.worker.standin_cuda): its values, and where each was
             obj = self.resolve(req["target"])
             if isinstance(obj, torch.nn.Module):
-                probe.to_device(obj)  # its parameters and buffers, in place: the case built it for this call
+                standin_cuda.to_device(obj)  # its parameters and buffers, in place: the case built it for this call
             fn = getattr(obj, req["method"]) if req.get("method") else obj
             args, kwargs = self.args(req)
-            values, devices = probe.call(fn, args, kwargs, req.get("grad", True))
+            values, devices = standin_cuda.call(fn, args, kwargs, req.get("grad", True))
             return {"values": values, "devices": devices}
         if cmd == "backward":
             value = self.resolve(req["name"])

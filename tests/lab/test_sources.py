@@ -5,6 +5,8 @@ import hashlib
 import json
 import re
 
+import pytest
+
 from grader import ROOT
 from grader.runner import manifest
 from grader.lesson import stubs
@@ -15,6 +17,25 @@ from grader.pieces import PIECES
 def test_the_stubs_are_what_the_reference_generates():
     drift = [str(p.relative_to(ROOT)) for p, text in stubs.expected().items() if not p.exists() or p.read_text() != text]
     assert not drift, f"exercises/ drifted from reference/: run `grade stubs` ({drift})"
+
+
+def test_the_pieces_facts_are_what_grade_stubs_derives_from_the_reference():
+    from grader.pieces import FACTS
+
+    assert FACTS.read_text(encoding="utf-8") == stubs.facts(), "grader/piece_facts.json is stale: run `grade stubs`"
+
+
+def test_a_piece_missing_from_the_facts_stops_with_a_line_that_says_to_run_grade_stubs(tmp_path, monkeypatch):
+    from grader import pieces
+
+    (tmp_path / "facts.json").write_text('{"encoder": {"imports": [], "stub_digest": "0"}}')
+    monkeypatch.setattr(pieces, "FACTS", tmp_path / "facts.json")
+    pieces._facts.cache_clear()
+    try:
+        with pytest.raises(RuntimeError, match="run `grade stubs`"):
+            PIECES["additive"].imports
+    finally:
+        pieces._facts.cache_clear()
 
 
 def test_every_stub_names_its_piece_and_keeps_no_solution():

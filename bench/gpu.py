@@ -5,7 +5,7 @@ with a hint, and a training step's time on CUDA against the CPU.
 
 1. grades the reference (quick): every `cuda matches cpu` case runs (not skipped) and passes;
 2. grades a device bug (a tensor made on the CPU inside BahdanauAttention.forward): its CUDA case fails with
-   a hint, and the device case (a stand-in CUDA device, grader/worker/probe.py), which runs everywhere, fails too;
+   a hint, and the device case (a stand-in CUDA device, grader/worker/standin_cuda.py), which runs everywhere, fails too;
 3. prints the median seconds per training step of the reference model, B=32, lengths 20..30, CPU vs CUDA.
 Exit status 1 if 1 or 2 does not hold. Prints figures; asserts nothing about speed.
 """

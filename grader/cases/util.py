@@ -161,7 +161,7 @@ def graded_training(model, cfg: train.TrainConfig, warm: dict, what: str, layout
     return decoded_accuracy(judge, test30, what)[30]
 
 
-# ---- the device cases: a stand-in CUDA device (grader.worker.probe), the same on every machine ----
+# ---- the device cases: a stand-in CUDA device (grader.worker.standin_cuda), the same on every machine ----
 
 MIXED = "Expected all tensors to be on the same device"  # torch's words (and the stand-in's) for a mixed operation
 NEW_TENSORS = "create the tensors forward makes on the inputs' device (device=src.device, zeros_like, new_zeros)"
@@ -175,7 +175,7 @@ def on_device(handle, *args, method: str | None = None, what: str, hint: str, na
     for the case to compare with the reference; fails with `hint` when an operation mixed a tensor on the CPU with
     the inputs, or when one of `names` ({path in the result: name}) came back off the device.
 
-    The device is the worker's stand-in (grader.worker.probe): the inputs and the module's parameters say they are
+    The device is the worker's stand-in (grader.worker.standin_cuda): the inputs and the module's parameters say they are
     on cuda:0 and hold real values, every operation is checked as CUDA checks it, and no GPU is needed, so the
     point is decided the same on every machine. Code that special-cases a device (`if x.device.type == "meta"`)
     gains nothing: the stand-in is not meta, and its values are compared with the reference's."""

@@ -15,8 +15,9 @@ from typing import Callable
 
 import torch
 
-from grader.judge.workers import (LoadError, Output, RemoteError, SpawnedWorkers, Worker, WorkerLost, WorkerServer,
-                                  import_message)
+from grader.judge.errors import LoadError, Lost, RemoteError, WorkerLost, import_message
+from grader.judge.servers import SpawnedWorkers, WorkerServer
+from grader.judge.workers import Output, Worker
 from grader.worker import wire
 
 
@@ -34,7 +35,7 @@ class Handle:
 
     def probe(self, *args, method: str | None = None, **kwargs) -> dict:
         """Call the module (moved there first) or function on `args` on the worker's stand-in CUDA device
-        (grader.worker.probe): {"values": the results as CPU tensors, "devices": where each one was}."""
+        (grader.worker.standin_cuda): {"values": the results as CPU tensors, "devices": where each one was}."""
         return self.sub.run({"cmd": "probe", "target": self.name, "method": method}, args, kwargs)
 
     def part(self, path: str) -> Handle:
@@ -65,8 +66,9 @@ class Handle:
 
 
 class Slot:
-    """The one worker of a piece: started on first use, kept for the piece's next case, replaced once it dies,
-    hangs or is stopped. A file that failed to import fails every later case with the same message."""
+    """The place a piece's one worker is kept between its cases: the worker is started on first use, kept for the
+    piece's next case, replaced once it dies, hangs or is stopped. A file that failed to import fails every later
+    case with the same message."""
 
     def __init__(self, server: WorkerServer | SpawnedWorkers, sources: list[tuple[str, str]], student: str,
                  filename: str, output: Output, memory_gb: float, cpu_seconds: int,
@@ -96,7 +98,7 @@ class Slot:
                 self.worker.kill()
                 raise WorkerLost(f"the worker jail on this machine lacks {' and '.join(lacking)}, which grading the "
                                  "sealed cases requires (graded code could read the seal key); run on a Linux "
-                                 "kernel with Landlock (5.13 or newer) and seccomp", kind="server")
+                                 "kernel with Landlock (5.13 or newer) and seccomp", kind=Lost.SERVER)
             try:
                 self.worker.request({"cmd": "load", "modules": self.sources, "student": self.student,
                                      "filename": self.filename, "seed": 0, "lab": self.lab, "own": self.own},

@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 
 from grader.judge import withhold
-from grader.judge.workers import RemoteError
+from grader.judge.errors import RemoteError
 
 _assert_close = torch.testing.assert_close
 _isfinite = torch.isfinite

@@ -84,7 +84,7 @@ def value_type(x: object) -> str:
     return hide(name, "an object of a class of its own")
 
 
-# how a report names each way a worker was lost (grader.judge.workers.Lost, a str): the timeouts and the judge's own
+# how a report names each way a worker was lost (grader.judge.errors.Lost, a str): the timeouts and the judge's own
 # stops as they are said, the others without their exit code, signal or what the worker sent; any other: "ended"
 LOST_SHOWN = frozenset({"timed_out", "stopped", "gone"})
 LOST_WITHHELD = {"crashed": "crashed", "exited": "exited early", "malformed": "sent something that is not an answer"}

@@ -15,11 +15,14 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import pytest
 
 from grader.pieces import PIECES
+
+if TYPE_CHECKING:
+    from grader.judge.state import JudgeState
 
 STANDIN = Path(__file__).parent / "standin"
 _STUB = re.compile(r"piece '([a-z_]+)': write ")  # a generated stub's NotImplementedError (grader.lesson.stubs)
@@ -36,17 +39,17 @@ def listed(words: list[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
-def _state(request: pytest.FixtureRequest) -> dict:
-    from grader.judge import plugin
+def _state(request: pytest.FixtureRequest) -> JudgeState:
+    from grader.judge.state import judge_state
 
-    st = request.config.stash.get(plugin.state_key, None)
+    st = judge_state(request.config)
     if st is None:
         pytest.skip("the attention lab plugin is not grading (no --attnlab-submission)")
     return st
 
 
-def _own_file(st: dict) -> Path:
-    path = st["submission"] / f"{PIECES[st['piece']].module}.py"
+def _own_file(st: JudgeState) -> Path:
+    path = st.submission / f"{PIECES[st.piece].module}.py"
     if not path.is_file() or path.is_symlink():
         from grader.judge.verdicts import CaseFailure
 
@@ -58,7 +61,8 @@ def _own_file(st: dict) -> Path:
 def _standin_slot(request: pytest.FixtureRequest):
     """The piece's worker with the stand-ins as its siblings: started on first use, kept for the piece's cases."""
     from grader.judge.remote import Slot
-    from grader.judge.workers import worker_server
+    from grader.judge.servers import worker_server
+    from grader.worker.limits import worker_cpu_seconds
 
     st = _state(request)
     made: list[Slot] = []
@@ -66,12 +70,12 @@ def _standin_slot(request: pytest.FixtureRequest):
     def get() -> Slot:
         if not made:
             path = _own_file(st)
-            if st["server"] is None:  # shared with the plugin's `sub`, which closes it
-                st["server"] = worker_server(st["worker_fd"])
-            sources = [(m, (STANDIN / f"{m}.py").read_text(encoding="utf-8")) for m in siblings(st["piece"])]
+            if st.server is None:  # shared with the plugin's `sub`, which closes it
+                st.server = worker_server(st.worker_fd)
+            sources = [(m, (STANDIN / f"{m}.py").read_text(encoding="utf-8")) for m in siblings(st.piece)]
             sources.append((path.stem, path.read_text(encoding="utf-8", errors="replace")))
-            made.append(Slot(st["server"], sources, path.stem, path.name, st["output"], st["memory_gb"],
-                             int(st["piece_timeout"]) + 60))
+            made.append(Slot(st.server, sources, path.stem, path.name, st.output, st.memory_gb,
+                             worker_cpu_seconds(st.piece_timeout)))
         return made[0]
 
     yield get
@@ -83,17 +87,17 @@ def _standin_slot(request: pytest.FixtureRequest):
 def alone(request: pytest.FixtureRequest, _standin_slot):
     """Like the plugin's `sub`, but the piece's file imports the stand-ins (grader/public/standin), not the
     student's other files: what it earns is its own."""
-    from grader.judge import plugin
     from grader.judge.remote import Submission
+    from grader.judge.state import case_seed, case_timeout
 
     st = _state(request)
-    handle = Submission(_standin_slot(), plugin.case_seed(st, request.node.name),
-                        time.monotonic() + plugin.case_timeout(request.node))
+    handle = Submission(_standin_slot(), case_seed(st, request.node.name),
+                        time.monotonic() + case_timeout(request.node))
     try:
         yield handle
     finally:
         handle.close()
-        st["jail"].update(handle.jail)
+        st.jail.update(handle.jail)
 
 
 def stubbed(submission: Path, modules: list[str]) -> list[str]:
@@ -114,7 +118,7 @@ def with_your_own(request: pytest.FixtureRequest, sub) -> Callable[[Callable], N
     from grader.judge.verdicts import CaseFailure
 
     st = _state(request)
-    piece = st["piece"]
+    piece = st.piece
     files = [f"{m}.py" for m in siblings(piece)]
 
     def run(check: Callable) -> None:
@@ -124,7 +128,7 @@ def with_your_own(request: pytest.FixtureRequest, sub) -> Callable[[Callable], N
             other = _STUB.search(str(e))
             if other is None or other.group(1) == piece:
                 raise  # the piece's own stub: the same message as its other case
-            waiting = stubbed(st["submission"], siblings(piece)) or [f"{PIECES[other.group(1)].module}.py"]
+            waiting = stubbed(st.submission, siblings(piece)) or [f"{PIECES[other.group(1)].module}.py"]
             many = len(files) > 1
             pytest.skip(f"{piece} with your own {listed(files)}: not checked until {listed(waiting)} "
                         f"{'are' if len(waiting) > 1 else 'is'} written; {PIECES[piece].module}.py alone was checked "

@@ -81,7 +81,8 @@ WORKERS = -1  # the descriptor of the workers' fork server, inherited by every j
 
 def _reset_workers() -> None:
     """Kill whatever workers the judge that just ended left (one stopped at its time limit cannot close them)."""
-    from grader.judge.workers import WorkerLost, WorkerServer
+    from grader.judge.errors import WorkerLost
+    from grader.judge.servers import WorkerServer
 
     try:
         WorkerServer(os.dup(WORKERS)).ask({"op": "reset"}, timeout=30)

@@ -25,8 +25,9 @@ from grader.childenv import child_env
 from grader.host import StartError, signal_name
 from grader.judge.sources import withheld as withheld_reason
 from grader.runner import layout
-from grader.runner.manifest import CASES_DIR
+from grader.runner.layout import CASES
 from grader.runner.results import CaseResult, Limits, PieceRun
+from grader.runner.summary import safe
 
 OUTPUT_LIMIT = 4000  # characters of a piece's stdout/stderr kept for the report
 
@@ -65,7 +66,9 @@ def kill_tree(proc: subprocess.Popen) -> None:
 
 
 class Zygote:
-    """Parent side of grader.runner.forkserver: asks it to fork a child per piece and waits with a deadline."""
+    """The parent's side of a judges' fork server (grader.runner.forkserver): one interpreter that imported torch,
+    pytest and the judge's modules once, from which a judge is forked per piece (a zygote, as the process is called
+    that every Android app forks from); `run` asks it for one judge and waits for it with a deadline."""
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen(host.python("grader.runner.forkserver"), stdin=subprocess.PIPE,
@@ -179,7 +182,7 @@ class ProgressWatch:
 
 def run_piece(
     piece: str, expected: list[dict], submission: Path, reference: Path | None, seed: str, limits: Limits,
-    zygote: Zygote | None = None, cases: Path = CASES_DIR, on_progress=None, part: str = "all",
+    zygote: Zygote | None = None, cases: Path = CASES, on_progress=None, part: str = "all",
 ) -> PieceRun:
     """Run `piece`'s cases (`part`: all, units or training; see `selected`) in a fresh process and return one
     result per expected case; on_progress(event) hears of a training case's progress (step, max_steps, acc,
@@ -229,7 +232,7 @@ def run_piece(
         said = "its output is withheld" if reason else _last_line(output)
         fault = f"its judge process exited with code {code} before any case ran: {said}"
     if fault:
-        raise StartError(f"piece {piece}: {report_safe(fault)}")
+        raise StartError(f"piece {piece}: {safe(fault, 400)}")
     if status == "ok" and code < 0:
         status = "crashed"
     why = {
@@ -275,12 +278,6 @@ def _tail(path: Path) -> str:
 def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return lines[-1][:300] if lines else "it printed nothing"
-
-
-def report_safe(text: str) -> str:
-    from grader.runner.report import safe
-
-    return safe(text, 400)
 
 
 def _read_records(path: Path, key: str) -> dict[str, dict]:

@@ -10,13 +10,13 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from grader import ROOT, host
+from grader import host
+from grader.runner.layout import CASES, PUBLIC  # where the cases live: grader.runner.layout says, for every run
 
-CASES_DIR = ROOT / "grader" / "cases"
-MANIFEST = CASES_DIR / "manifest.json"
+MANIFEST = CASES / "manifest.json"
 
 
-def collect(path: Path, cases: Path = CASES_DIR) -> dict[str, list[dict]]:
+def collect(path: Path, cases: Path = CASES) -> dict[str, list[dict]]:
     """Collect the cases in `cases` with pytest (no submission involved) into `path`."""
     from grader.childenv import child_env
 
@@ -31,12 +31,9 @@ def collect(path: Path, cases: Path = CASES_DIR) -> dict[str, list[dict]]:
     return read(path)
 
 
-PUBLIC_DIR = ROOT / "grader" / "public"
-
-
 def write() -> dict[str, list[dict]]:
     """Rebuild both manifests: the hidden cases' and the public smoke checks'."""
-    collect(PUBLIC_DIR / "manifest.json", PUBLIC_DIR)
+    collect(PUBLIC / "manifest.json", PUBLIC)
     return collect(MANIFEST)
 
 

@@ -3,14 +3,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from grader.worker import limits as defaults
+
 
 @dataclass
 class Limits:
-    """Per-case and per-piece limits; the defaults leave room for the length-30 training case."""
+    """Per-case and per-piece limits; the defaults (grader.worker.limits) leave room for the length-30 training case."""
 
-    case_timeout: float = 15.0  # a case takes well under a second; the training case has its own limit
-    piece_timeout: float = 1200.0
-    memory_gb: float = 6.0
+    case_timeout: float = defaults.CASE_TIMEOUT  # a case takes well under a second; the training case has its own limit
+    piece_timeout: float = defaults.PIECE_TIMEOUT
+    memory_gb: float = defaults.MEMORY_GB
     quick: bool = False  # leave out the slow (training) cases
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.host import resource
+from grader.worker import limits as defaults
 
 NOBODY = 65534
 CLONE_THREAD = 0x00010000
@@ -80,10 +81,10 @@ F_LOCKS = (5, 6, 7, 36, 37, 38, 1024, 1025, 1026)  # F_GETLK/SETLK/SETLKW, F_OFD
 
 @dataclass(frozen=True)
 class JailLimits:
-    memory_gb: float = 6.0
-    cpu_seconds: int = 1800
-    open_files: int = 64
-    threads: int = 256
+    memory_gb: float = defaults.MEMORY_GB
+    cpu_seconds: int = defaults.JAIL_CPU_SECONDS
+    open_files: int = defaults.OPEN_FILES
+    threads: int = defaults.THREADS
 
 
 def apply(keep_fds: tuple[int, ...], limits: JailLimits, readable: list[str]) -> list[str]:

@@ -1,4 +1,4 @@
-"""The stand-in CUDA device of the device cases (grader/worker/probe.py): it looks like CUDA, checks devices as CUDA
+"""The stand-in CUDA device of the device cases (grader/worker/standin_cuda.py): it looks like CUDA, checks devices as CUDA
 does, keeps real values, and never touches a GPU, so the device point is decided the same on every machine."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from grader.judge.reference_code import load_reference
-from grader.worker import probe
+from grader.worker import standin_cuda
 
 from helpers import REFERENCE
 
@@ -28,8 +28,8 @@ def inputs():
 
 def on_device(fn, *args, module: nn.Module | None = None):
     if module is not None:
-        probe.to_device(module)
-    return probe.call(fn, list(args), {})
+        standin_cuda.to_device(module)
+    return standin_cuda.call(fn, list(args), {})
 
 
 def flat(x):

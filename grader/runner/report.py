@@ -32,6 +32,8 @@ def to_text(runs: list[PieceRun], source: str, color: bool = False, quick: tuple
         got, top = piece_score(run)
         failed = failures(run)
         lines.append(f"{ok if not failed else bad} {run.name:<11} {got:>3}/{top:<3}")
+        if not run.cases and run.status == "ok":  # a piece the public checks leave to the graded run
+            lines.append("    no public check for this piece: only the graded cases check it")
         messages = sorted({c.message for c in failed})
         own = [m for m in messages if not m.startswith("not run: ")]  # a training case waiting on the others
         todo = [m.partition(": ")[2].rstrip(")") for m in own if m.startswith("not implemented yet (piece '")]

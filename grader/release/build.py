@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from grader import REFERENCE, ROOT, lab
+from grader.pieces import PIECES
 from grader.runner import layout
 
 # The PyTorch every grading route installs (the CPU build, from TORCH_INDEX): the Classroom workflow, Gradescope's
@@ -76,7 +77,7 @@ def student(out: Path, key: bytes | None = None, notes: list[str] | None = None)
     (out / "grader" / "sealed.bin").write_bytes(layout.seal(sealed_bundle(), key))
     # the students' README, not the instructor's (README.md is in _PRIVATE)
     readme = (resources.files("grader") / "templates" / "student" / "README.md").read_text(encoding="utf-8")
-    (out / "README.md").write_text(readme)
+    (out / "README.md").write_text(readme.replace("{{pieces}}", ", ".join(f"`{p.module}.py`" for p in PIECES.values())))
     return out, key
 
 

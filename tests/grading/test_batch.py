@@ -11,6 +11,8 @@ from click.testing import CliRunner
 from grader import ROOT
 from grader.cli import cli
 
+from grader.pieces import PIECES
+
 from helpers import REFERENCE
 
 
@@ -31,7 +33,7 @@ def test_a_broken_submission_becomes_a_row_and_the_batch_goes_on(tmp_path):
     assert rows["carol"]["status"].startswith("error: not a readable zip")
     assert {r["mode"] for r in rows.values()} == {"quick"}  # a quick gradebook says so on every row
     report = json.loads((tmp_path / "grades-reports" / "alice.json").read_text())
-    assert report["score"] == report["max_score"] and len(report["pieces"]) == 6
+    assert report["score"] == report["max_score"] and len(report["pieces"]) == len(PIECES)
 
 
 def test_plots_are_written_where_the_report_says(tmp_path, monkeypatch):

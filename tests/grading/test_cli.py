@@ -8,6 +8,8 @@ from click.testing import CliRunner
 
 from grader.cli import cli
 
+from grader.pieces import PIECES
+
 from helpers import REFERENCE
 
 
@@ -140,6 +142,6 @@ def test_grade_help_shows_the_options_a_student_uses_on_its_first_screen():
     first, _, commands = result.output.partition("Commands:")
     for option in ("--quick", "--format", "--plots", "--submission", "--out"):
         assert option in first, option
-    assert "encoder, additive, context, luong, decoder, evaluation" in first
+    assert ", ".join(PIECES) in first
     assert "two slow training cases" in first and "length-30 training case" not in result.output
     assert "batch" in commands and "release" in commands

@@ -17,7 +17,7 @@ from grader import REFERENCE, ROOT
 from grader.runner.classroom50 import problems
 from grader.verbs import classroom50
 
-from helpers import venv_over_this_environment
+from helpers import POINTS, TOTAL, venv_over_this_environment
 from hostile_root import plant
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="Classroom 50 grades on Linux runners")
@@ -77,8 +77,8 @@ def test_the_reference_earns_full_marks_in_a_result_the_runner_accepts(lab):
     repo = checkout(lab, "solved", tuple(p.stem for p in REFERENCE.glob("[!_]*.py")))
     done, doc = autograde(lab, repo)  # the first run installs torch and the grader into $RUNNER_TEMP
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert (doc["score"], doc["max-score"]) == (73, 73) and all(t["passed"] for t in doc["tests"])
-    assert "73/73" in (repo / "release-body.md").read_text()
+    assert (doc["score"], doc["max-score"]) == (TOTAL, TOTAL) and all(t["passed"] for t in doc["tests"])
+    assert f"{TOTAL}/{TOTAL}" in (repo / "release-body.md").read_text()
     assert lab["key"].decode() not in done.stdout + done.stderr
 
 
@@ -87,7 +87,7 @@ def test_the_stubs_earn_nothing_with_one_line_per_piece(lab):
     (repo / "result.json").mkdir()  # a folder where the result goes is the student's own, and goes
     (repo / "result.json" / "score").write_text("73")
     done, doc = autograde(lab, repo)
-    assert done.returncode == 0 and (doc["score"], doc["max-score"]) == (0, 73)
+    assert done.returncode == 0 and (doc["score"], doc["max-score"]) == (0, TOTAL)
     lines = [line for line in done.stdout.splitlines() if "not implemented yet (piece '" in line]
     assert len(lines) == 6, done.stdout[-3000:]
 
@@ -105,7 +105,7 @@ def test_files_at_the_repository_root_load_nowhere_and_a_result_of_their_own_is_
     (repo / "release-body.md").symlink_to(outside)
     done, doc = autograde(lab, repo)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert (doc["score"], doc["max-score"]) == (12 + 9, 73)  # the encoder and the context: what honest code earns
+    assert (doc["score"], doc["max-score"]) == (POINTS["encoder"] + POINTS["context"], TOTAL)  # the encoder and the context: what honest code earns
     assert sorted(p.name for p in marks.iterdir()) == [] and len(planted) > 10
     assert outside.read_text() == "kept\n" and not (repo / "release-body.md").is_symlink()
 
@@ -114,7 +114,7 @@ def test_without_a_key_the_public_checks_run_and_every_test_says_so(lab):
     repo = checkout(lab, "public", tuple(p.stem for p in REFERENCE.glob("[!_]*.py")))
     done, doc = autograde(lab, repo, key_file=str(lab["base"] / "keys" / "none"))
     assert done.returncode == 0 and "::warning title=Not the graded cases::" in done.stdout
-    assert 0 < doc["score"] == doc["max-score"] < 73
+    assert 0 < doc["score"] == doc["max-score"] < TOTAL
     assert all(": public check: " in t["test-name"] for t in doc["tests"])
     assert "Public smoke checks only" in (repo / "release-body.md").read_text()
 

@@ -14,6 +14,8 @@ import pytest
 from grader import ROOT
 from grader.verbs.gradescope import build
 
+from helpers import TOTAL
+
 REFERENCE = ROOT / "reference"
 
 
@@ -59,7 +61,7 @@ def test_the_zip_has_gradescopes_two_scripts_at_its_root_and_the_hidden_cases(au
 
 def test_a_correct_submission_earns_every_point_training_included(autograder):
     results = run_autograder(autograder, pieces())
-    assert results["score"] == sum(t["max_score"] for t in results["tests"]) == 73
+    assert results["score"] == sum(t["max_score"] for t in results["tests"]) == TOTAL
 
 
 def test_a_buggy_submission_in_a_zip_loses_points_on_its_piece_with_a_hint(autograder, tmp_path):
@@ -72,14 +74,14 @@ def test_a_buggy_submission_in_a_zip_loses_points_on_its_piece_with_a_hint(autog
     failed = [t for t in results["tests"] if t["status"] == "failed"]
     assert failed and all(t["name"].startswith("luong: ") for t in failed)
     assert any("sqrt(d)" in t["output"] for t in failed)
-    assert results["score"] == 73 - sum(t["max_score"] for t in failed)
+    assert results["score"] == TOTAL - sum(t["max_score"] for t in failed)
 
 
 def test_a_broken_upload_gets_a_results_file_that_says_why(autograder):
     results = run_autograder(autograder, {"notes.txt": b"I could not finish"})
     assert results["score"] == 0 and results["output"].startswith("Not graded: the upload holds none of the lab's files")
     syntax = run_autograder(autograder, pieces(decoder="def broken(:\n"))
-    assert syntax["score"] < 73 and any(t["status"] == "failed" and "decoder: " in t["name"] for t in syntax["tests"])
+    assert syntax["score"] < TOTAL and any(t["status"] == "failed" and "decoder: " in t["name"] for t in syntax["tests"])
 
 
 def test_stub_files_beside_a_solved_notebook_are_graded_from_its_cells_as_grade_and_classroom_do(autograder, tmp_path):
@@ -88,4 +90,4 @@ def test_stub_files_beside_a_solved_notebook_are_graded_from_its_cells_as_grade_
     upload = {p.name: p.read_bytes() for p in (ROOT / "exercises").glob("*.py") if p.name != "__init__.py"}
     upload[notebook.NOTEBOOK.name] = notebook.write(tmp_path / notebook.NOTEBOOK.name, source="reference").read_bytes()
     results = run_autograder(autograder, upload)
-    assert results["score"] == sum(t["max_score"] for t in results["tests"]) == 73, results.get("output")
+    assert results["score"] == sum(t["max_score"] for t in results["tests"]) == TOTAL, results.get("output")

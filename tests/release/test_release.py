@@ -11,6 +11,8 @@ import pytest
 
 from grader import ROOT
 
+from helpers import QUICK_TOTAL
+
 SOLUTION_ONLY = ["torch.bmm(alpha.unsqueeze(1)", "self.v(torch.tanh(", "torch.sigmoid(keys + query)", "scores / d**0.5", "_keys_of"]
 
 
@@ -38,7 +40,7 @@ def test_with_the_key_the_sealed_cases_grade_the_reference_in_full(release):
     done = grade_in(rel, "--quick", "--format", "json", "--submission", str(ROOT / "reference"), key=key)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
-    assert report["score"] == report["max_score"] == 63
+    assert report["score"] == report["max_score"] == QUICK_TOTAL
 
 
 def test_without_the_key_only_the_public_checks_run_and_say_so(release):

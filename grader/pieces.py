@@ -37,6 +37,11 @@ class Piece:
         return tuple(_facts()[self.name]["imports"])
 
     @property
+    def imported(self) -> tuple[str, ...]:
+        """The modules those lines import: ("context",) for `from .context import attention_context`."""
+        return tuple(line.split()[1].lstrip(".") for line in self.imports)
+
+    @property
     def stub_digest(self) -> str:
         """notebook.digest() of the generated stub: a `.py` still equal to it is untouched."""
         return _facts()[self.name]["stub_digest"]
@@ -85,8 +90,8 @@ def run_order(names: list[str]) -> list[str]:
     def visit(name: str) -> None:
         if name in order:
             return
-        for line in PIECES[name].imports:  # "from .context import attention_context"
-            visit(by_module[line.split()[1].lstrip(".")])
+        for module in PIECES[name].imported:
+            visit(by_module[module])
         order.append(name)
 
     for name in PIECES:

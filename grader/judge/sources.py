@@ -48,8 +48,7 @@ def registry_imports(stem: str) -> list[str]:
     found: set[str] = set()
     todo = [stem]
     while todo:
-        for line in by_module[todo.pop()].imports:  # "from .context import attention_context"
-            other = line.split()[1].lstrip(".")
+        for other in by_module[todo.pop()].imported:
             if other not in found:
                 found.add(other)
                 todo.append(other)

@@ -139,7 +139,7 @@ def test_trained_by_the_grader_luongs_model_with_it_translates_length_30_sentenc
     verdicts.call(sub.seed_worker, cfg.seed, what="seeding")
     attn = util.build(sub, "LuongDotAttention")
     # Luong's decoder (grader/lab/luong_model.py, the lab's code) around your attention, built in your worker
-    model = verdicts.call(sub.new, "@lab:Seq2SeqLuong", len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim,
+    model = verdicts.call(sub.new, "@lab:luong_model.Seq2SeqLuong", len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim,
                         cfg.hidden_dim, sub.ref(attn.name), what="the lab's Luong model around your LuongDotAttention")
     judge = luong_model.Seq2SeqLuong(len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim,
                                      ref.luong.LuongDotAttention())

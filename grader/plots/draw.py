@@ -22,6 +22,7 @@ import numpy as np  # noqa: E402
 
 from grader.plots.models import LOADED, PlotError  # noqa: E402, F401 - re-exported: grade --plots and tests catch it here
 from grader.runner.report import safe  # noqa: E402
+from grader.worker.limits import MEMORY_GB, PIECE_TIMEOUT  # noqa: E402
 
 STEPS_ENV = "ATTNLAB_PLOT_STEPS"  # a smaller training budget, for tests and quick looks
 STYLE = {"font.size": 10, "axes.titlesize": 12, "axes.titleweight": "bold", "axes.labelsize": 10,
@@ -176,7 +177,7 @@ def _save(fig: plt.Figure, path: Path) -> Path:
     return path
 
 
-def main(*, submission: Path, out: Path, timeout: float = 1200, memory_gb: float = 6.0) -> list[Path]:
+def main(*, submission: Path, out: Path, timeout: float = PIECE_TIMEOUT, memory_gb: float = MEMORY_GB) -> list[Path]:
     """Train the submission's two models in jailed workers (grader.plots.models), draw them here, and return
     the PNGs; PlotError on failure. No student code runs in this process."""
     from dataclasses import replace

@@ -25,11 +25,11 @@ def _seal_key(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 
 def _beyond_the_jail(path: Path) -> None:
     """Refuse a key file inside a folder the workers' jail lets graded code read (the interpreter's own folders,
-    /usr, /lib: grader.worker.forkserver.readable_paths): Landlock would let any submission read the key there."""
+    /usr, /lib: grader.worker.worker_forkserver.readable_paths): Landlock would let any submission read the key there."""
     import os
 
     from grader import ROOT
-    from grader.worker.forkserver import readable_paths
+    from grader.worker.worker_forkserver import readable_paths
 
     real = os.path.realpath(path)
     under = [p for p in readable_paths(ROOT) if real == p or real.startswith(p.rstrip(os.sep) + os.sep)]

@@ -1,4 +1,4 @@
-"""The processes that start a judge's workers: the fork server (grader.worker.forkserver) on Linux, inherited from
+"""The processes that start a judge's workers: the fork server (grader.worker.worker_forkserver) on Linux, inherited from
 the parent or started here, or, without fork (Windows, macOS), a fresh interpreter per worker."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from grader.judge.errors import Lost, WorkerLost
 
 
 class WorkerServer:
-    """The judge's connection to grader.worker.forkserver, started here when no descriptor was inherited (Linux)."""
+    """The judge's connection to grader.worker.worker_forkserver, started here when no descriptor was inherited (Linux)."""
 
     def __init__(self, fd: int | None = None) -> None:
         self.proc = None
@@ -25,7 +25,7 @@ class WorkerServer:
             mine, theirs = socket.socketpair()
             from grader.childenv import worker_env
 
-            self.proc = subprocess.Popen(host.python("grader.worker.forkserver", str(theirs.fileno())),
+            self.proc = subprocess.Popen(host.python("grader.worker.worker_forkserver", str(theirs.fileno())),
                                          pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL, env=worker_env(), cwd=tempfile.gettempdir())
             theirs.close()
@@ -107,7 +107,7 @@ class SpawnedWorkers:
             listener.bind(("127.0.0.1", 0))
             listener.listen(4)
             try:
-                proc = subprocess.Popen(host.python("grader.worker.forkserver", "--connect", str(listener.getsockname()[1])),
+                proc = subprocess.Popen(host.python("grader.worker.worker_forkserver", "--connect", str(listener.getsockname()[1])),
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         env=worker_env(), cwd=tempfile.gettempdir())
             except OSError as e:

@@ -1,6 +1,6 @@
 """Run one piece's hidden cases in a judge process and turn its signed records into case results.
 
-The judge (a child forked by grader.runner.forkserver) runs the cases and asks jailed workers to run the
+The judge (a child forked by grader.runner.judge_forkserver) runs the cases and asks jailed workers to run the
 student's code; this module only reads the records (verifying each signature) and scores them from
 the manifest, so a crash, hang, exit or tamper attempt costs that piece alone.
 """
@@ -66,12 +66,12 @@ def kill_tree(proc: subprocess.Popen) -> None:
 
 
 class Zygote:
-    """The parent's side of a judges' fork server (grader.runner.forkserver): one interpreter that imported torch,
+    """The parent's side of a judges' fork server (grader.runner.judge_forkserver): one interpreter that imported torch,
     pytest and the judge's modules once, from which a judge is forked per piece (a zygote, as the process is called
     that every Android app forks from); `run` asks it for one judge and waits for it with a deadline."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen(host.python("grader.runner.forkserver"), stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen(host.python("grader.runner.judge_forkserver"), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=child_env(), cwd=tempfile.gettempdir())
         self.buf = b""
 

@@ -166,7 +166,7 @@ def test_a_piece_stopped_at_its_time_limit_leaves_no_worker_behind(lab, arena):
     zygote, servers, end = shared_zygote(), [], time.monotonic() + 60
     while not servers and time.monotonic() < end:  # a zygote just started may not have started its server yet
         servers = [p for p in _children(zygote.proc.pid)
-                   if b"grader.worker.forkserver" in Path(f"/proc/{p}/cmdline").read_bytes()]
+                   if b"grader.worker.worker_forkserver" in Path(f"/proc/{p}/cmdline").read_bytes()]
         time.sleep(0.05)
     assert len(servers) == 1
     before = _children(servers[0])

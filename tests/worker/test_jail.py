@@ -11,7 +11,7 @@ import pytest
 
 from grader import ROOT
 from grader.worker import jail
-from grader.worker.forkserver import readable_paths
+from grader.worker.worker_forkserver import readable_paths
 
 try:  # imported before any jail, as the worker server's warm-up does: a jailed child could not load it
     import pyseccomp  # noqa: F401

@@ -1,6 +1,6 @@
 """The workers' fork server: imports torch once, holds no secret, forks one jailed worker per request.
 
-It is started as its own interpreter (`python -m grader.worker.forkserver FD`) before the judge reads
+It is started as its own interpreter (`python -m grader.worker.worker_forkserver FD`) before the judge reads
 anything private, so no hidden case, reference or key was ever in its memory to inherit. Requests
 arrive on FD as one JSON line with two descriptors attached (the worker's socket and the write end
 of its output pipe); the answer is one JSON line.

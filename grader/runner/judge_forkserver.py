@@ -2,7 +2,7 @@
 fresh judge per piece.
 
 Judges are trusted and never import submission code; each asks the workers' own fork server
-(grader.worker.forkserver, started here first, before anything private is loaded) for jailed workers.
+(grader.worker.worker_forkserver, started here first, before anything private is loaded) for jailed workers.
 Protocol, one JSON object per line: the parent sends {"argv", "cwd", "key", "output", "memory_gb"};
 the zygote answers {"pid"} once the child runs and {"pid", "status"} when it ends.
 """
@@ -98,7 +98,7 @@ def serve() -> None:
     mine, theirs = socket.socketpair()  # started before _warm(): its memory never held a case
     from grader.childenv import worker_env
 
-    subprocess.Popen(host.python("grader.worker.forkserver", str(theirs.fileno())), pass_fds=(theirs.fileno(),), env=worker_env(),
+    subprocess.Popen(host.python("grader.worker.worker_forkserver", str(theirs.fileno())), pass_fds=(theirs.fileno(),), env=worker_env(),
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     theirs.close()
     WORKERS = mine.detach()

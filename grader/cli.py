@@ -54,7 +54,8 @@ def _submission(path: Path, scratch: Path) -> Path:
     untouched stub; then the notebook's cell for the piece is (notebook.combine). Working only in the
     notebook thus earns the same grade, in the per-push grade too, as editing the files; stderr says which was graded.
     """
-    from grader.lesson.notebook import NOTEBOOK, NotebookError
+    from grader.lesson.ipynb import NotebookError
+    from grader.lesson.notebook import NOTEBOOK
     from grader.runner import report
 
     given = path

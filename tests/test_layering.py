@@ -15,9 +15,7 @@ GRADER = Path(__file__).resolve().parents[1] / "grader"
 # A module this long has more than one job: split it. These were longer than the limit when the rule came in; each
 # count is a ceiling that may only shrink (lower it when the module shrinks, drop the entry when it fits).
 MAX_LINES = 400
-OVER_THE_LIMIT = {
-    "grader.lesson.notebook": 470,
-}
+OVER_THE_LIMIT: dict[str, int] = {}
 
 
 def _module_name(path: Path) -> str:

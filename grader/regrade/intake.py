@@ -202,7 +202,8 @@ def _unzip(path: Path, into: Path) -> Path:
 
 
 def _child(kind: str, src: Path, into: Path) -> dict:
-    from grader.lesson.notebook import NotebookError, combine, extract
+    from grader.lesson.ipynb import NotebookError
+    from grader.lesson.notebook import combine, extract
 
     label = "the zip" if kind == "zip" else src.name  # src is the regrade's own copy: say what the student named
     try:

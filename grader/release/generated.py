@@ -26,13 +26,13 @@ def exercises() -> dict[str, bytes]:
     """What `grade stubs` writes from reference/: exercises/ (the stubs, the package marker and lesson.ipynb) and
     the pieces' facts (grader/piece_facts.json)."""
     from grader import ROOT, pieces
-    from grader.lesson import notebook, stubs
+    from grader.lesson import ipynb, notebook, stubs
 
     files = {f"{EXERCISES}{path.name}": text.encode("utf-8") for path, text in stubs.expected().items()}
     files[pieces.FACTS.relative_to(ROOT).as_posix()] = stubs.facts().encode("utf-8")
     try:
         files[f"{EXERCISES}{notebook.NOTEBOOK.name}"] = notebook.dumps(notebook.build("stubs")).encode("utf-8")
-    except notebook.NotebookError as e:
+    except ipynb.NotebookError as e:
         raise GenerateError(f"exercises/lesson.ipynb cannot be built: {e}") from None
     return files
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.lesson import notebook
-from grader.lesson.notebook import NOTEBOOK, NotebookError
+from grader.lesson import ipynb, kernel, notebook
+from grader.lesson.ipynb import NotebookError
+from grader.lesson.notebook import NOTEBOOK
 from grader.pieces import PIECES
 
 from helpers import QUICK, grade_dict, scores
@@ -70,14 +71,14 @@ def test_the_stub_notebook_extracted_scores_zero_saying_not_implemented_yet(tmp_
 def test_extracted_modules_get_the_fixed_header_and_the_references_relative_imports(tmp_path):
     sub = notebook.extract(write_nb(tmp_path / "lesson.ipynb", notebook.build("reference")), tmp_path / "sub")
     text = (sub / "decoder.py").read_text()
-    assert text.startswith(notebook.FIXED_HEADER)
+    assert text.startswith(ipynb.FIXED_HEADER)
     assert "from .additive import BahdanauAttention\nfrom .encoder import EncoderAll\n" in text
     assert "from ." not in (sub / "encoder.py").read_text()
     compile(text, "decoder.py", "exec")
 
 
 def test_notebook_only_lines_are_commented_out_of_the_extracted_module():
-    text = notebook.module_text("context", "# piece: context\n%time x = 1\n!ls\ndef f():\n    return 1\ncheck('context')\n")
+    text = ipynb.module_text("context", "# piece: context\n%time x = 1\n!ls\ndef f():\n    return 1\ncheck('context')\n")
     compile(text, "context.py", "exec")
     assert "# %time x = 1" in text and "\ndef f():\n    return 1\n" in text
 
@@ -93,7 +94,7 @@ def test_a_piece_whose_cell_is_missing_is_simply_not_written(tmp_path):
 def test_a_cell_that_lost_its_tag_is_still_found_by_its_marker_line():
     nb = notebook.build("reference")
     tagged(nb, "luong")[0].metadata = {}
-    assert notebook.piece_cells(nb)["luong"].startswith("# piece: luong\n")
+    assert ipynb.piece_cells(nb)["luong"].startswith("# piece: luong\n")
 
 
 @pytest.mark.parametrize("text, reason", [
@@ -120,16 +121,16 @@ def test_a_notebook_without_piece_cells_raises_a_notebook_error(tmp_path):
 
 def test_check_outside_ipython_grades_the_cell_from_the_notebook_file(tmp_path, capsys):
     path = write_nb(tmp_path / "lesson.ipynb", notebook.build("reference"))
-    runs = notebook.check("context", notebook=path)
+    runs = kernel.check("context", notebook=path)
     assert [r.name for r in runs] == ["context"] and "context" in repr(runs)
     out = capsys.readouterr().out
     assert out.startswith("Attention lab: grading <notebook cell>")
     got, top = out.rsplit("Total: ", 1)[1].split("/")
     assert int(got) == int(top) > 0
     with pytest.raises(NotebookError, match="there is no piece 'attention'"):
-        notebook.check("attention")
+        kernel.check("attention")
     with pytest.raises(NotebookError, match="no cell containing the line '# piece: luong' has been run yet"):
-        notebook.check("luong")
+        kernel.check("luong")
 
 
 def test_the_reference_notebook_runs_top_to_bottom_in_a_kernel(tmp_path, monkeypatch):
@@ -162,8 +163,8 @@ def test_check_takes_the_most_recently_run_cell_marked_for_the_piece(monkeypatch
     history = ["", "# piece: context\nold = 1", "# piece: additive\nx = 1", "# piece: context\nnew = 2", 'check("context")']
     shell = type("Shell", (), {"user_ns": {"In": history}})()
     monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
-    assert notebook._from_history("context") == "# piece: context\nnew = 2"
-    assert notebook._from_history("luong") is None
+    assert kernel._from_history("context") == "# piece: context\nnew = 2"
+    assert kernel._from_history("luong") is None
 
 
 # --- what a student release needs: nothing from reference/ ---------------------------------------
@@ -190,7 +191,7 @@ def test_extracting_and_checking_a_notebook_never_read_reference(tmp_path, monke
     monkeypatch.setattr(notebook, "REFERENCE", tmp_path / "no-reference")  # as in a student release
     sub = notebook.extract(path, tmp_path / "sub")
     assert "from .additive import BahdanauAttention\nfrom .encoder import EncoderAll\n" in (sub / "decoder.py").read_text()
-    assert notebook.graded_files(sub) and notebook.check("context", notebook=path)
+    assert notebook.graded_files(sub) and kernel.check("context", notebook=path)
 
 
 def exercises_copy(where: Path, cells: dict[str, str] | None = None, files: dict[str, str] | None = None) -> Path:
@@ -198,9 +199,9 @@ def exercises_copy(where: Path, cells: dict[str, str] | None = None, files: dict
     import shutil
 
     shutil.copytree(notebook.EXERCISES, where)
-    nb = notebook.read(where / "lesson.ipynb")
+    nb = ipynb.read(where / "lesson.ipynb")
     for cell in nb.cells:
-        piece = notebook._piece_of(cell)
+        piece = ipynb._piece_of(cell)
         if piece in (cells or {}):
             cell.source = cells[piece]
     write_nb(where / "lesson.ipynb", nb)
@@ -210,7 +211,7 @@ def exercises_copy(where: Path, cells: dict[str, str] | None = None, files: dict
 
 
 def test_a_piece_is_graded_from_its_py_file_unless_that_file_is_the_untouched_stub(tmp_path):
-    ref = notebook.piece_cells(notebook.build("reference"))
+    ref = ipynb.piece_cells(notebook.build("reference"))
     stub_crlf = (notebook.EXERCISES / "luong.py").read_text().replace("\n", "\r\n")
     folder = exercises_copy(tmp_path / "exercises", cells={p: ref[p] for p in ("encoder", "additive", "luong", "decoder")},
                             files={"encoder": (notebook.REFERENCE / "encoder.py").read_text(), "luong": stub_crlf})
@@ -224,7 +225,7 @@ def test_a_piece_is_graded_from_its_py_file_unless_that_file_is_the_untouched_st
                      "evaluation": "evaluation.py"}
     combined, same = notebook.combine(folder, tmp_path / "combined")
     assert same == files and combined == tmp_path / "combined"
-    assert (combined / "additive.py").read_text() == notebook.module_text("additive", ref["additive"])
+    assert (combined / "additive.py").read_text() == ipynb.module_text("additive", ref["additive"])
     assert (combined / "encoder.py").read_text() == (folder / "encoder.py").read_text()
     line = notebook.describe(files)
     assert "\n" not in line and "lesson.ipynb" in line and "additive, luong, decoder" in line and "encoder.py" in line
@@ -238,7 +239,7 @@ def test_a_folder_whose_notebook_adds_nothing_is_graded_as_it_is(tmp_path):
 
 
 def test_a_linked_py_file_is_carried_as_a_link_so_staging_still_refuses_it(tmp_path):
-    ref = notebook.piece_cells(notebook.build("reference"))
+    ref = ipynb.piece_cells(notebook.build("reference"))
     folder = exercises_copy(tmp_path / "exercises", cells={"additive": ref["additive"]})
     (folder / "context.py").unlink()
     (folder / "context.py").symlink_to(notebook.REFERENCE / "context.py")
@@ -252,7 +253,7 @@ def test_grade_of_an_exercises_folder_takes_the_cell_of_an_untouched_stub_and_sa
     import subprocess
     import sys
 
-    ref = notebook.piece_cells(notebook.build("reference"))
+    ref = ipynb.piece_cells(notebook.build("reference"))
     exercises_copy(tmp_path / "exercises", cells={"context": ref["context"]})
     done = subprocess.run([sys.executable, "-m", "grader", "context", "additive", "--quick", "--format", "json"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
@@ -264,7 +265,7 @@ def test_grade_of_an_exercises_folder_takes_the_cell_of_an_untouched_stub_and_sa
 
 def test_check_of_a_training_piece_says_the_quick_run_left_the_training_case_out(tmp_path, capsys):
     path = write_nb(tmp_path / "lesson.ipynb", notebook.build("reference"))
-    notebook.check("decoder", notebook=path)
+    kernel.check("decoder", notebook=path)
     out = capsys.readouterr().out
     assert "quick run: 1 training case(s) worth" in out and "left out; this is not the grade" in out
 

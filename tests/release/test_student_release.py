@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.lesson import notebook
+from grader.lesson import ipynb, kernel, notebook
 from grader.release.build import student
 
 from helpers import REFERENCE, venv_over_this_environment
@@ -70,9 +70,9 @@ def exercises_like(where: Path, rel: Path, cells: dict[str, str] | None = None, 
     """`where`/exercises: the release's exercises/ with some notebook cells and .py files replaced; returns `where`."""
     shutil.copytree(rel / "exercises", where / "exercises")
     path = where / "exercises" / "lesson.ipynb"
-    nb = notebook.read(path)
+    nb = ipynb.read(path)
     for cell in nb.cells:
-        piece = notebook._piece_of(cell)
+        piece = ipynb._piece_of(cell)
         if piece in (cells or {}):
             cell.source = cells[piece]
     nb.cells += [nbformat.v4.new_code_cell(code) for code in extra_cells]
@@ -83,7 +83,7 @@ def exercises_like(where: Path, rel: Path, cells: dict[str, str] | None = None, 
 
 
 def solution_cells() -> dict[str, str]:
-    return notebook.piece_cells(notebook.build("reference"))
+    return ipynb.piece_cells(notebook.build("reference"))
 
 
 def test_the_release_installs_alone_in_a_venv_and_imports_its_own_grader(installed):
@@ -197,7 +197,7 @@ def test_without_the_key_the_filled_notebook_runs_on_the_students_own_evaluator_
     errors = [f"{o.ename}: {o.evalue}" for c in code for o in c.outputs if o.output_type == "error"]
     assert not errors, errors
     printed = "".join(o.get("text", "") for c in code for o in c.outputs)
-    assert notebook.SEALED_EVALUATOR in printed and notebook.SEALED_LUONG in printed
+    assert kernel.SEALED_EVALUATOR in printed and kernel.SEALED_LUONG in printed
     assert "Bahdanau:" in printed and "Luong:" not in printed  # only the model this kernel could train is timed
     images = [c for c in code for o in c.outputs if "image/png" in o.get("data", {})]
     assert len(images) == 4  # the curve and heat map of section 9, the compared curves and heat map of section 11

@@ -16,13 +16,24 @@ POLARITY = ("src_mask is True at real tokens; masked_fill fills where its mask i
 
 def pair_of(sub, ref, H: int):
     r = ref.additive.BahdanauAttention(H)
-    m = util.build(sub, "BahdanauAttention", H)
-    verdicts.copy_weights(m, r, "BahdanauAttention")
-    return m, r
+    return util.holding(sub, r, "BahdanauAttention", H), r
+
+
+def padded_case(sub, ref):
+    """The module pair on MAIN sizes and inputs with pads (enc, s_prev, mask), in the order the cases draw them."""
+    s = util.MAIN
+    m, r = pair_of(sub, ref, s.H)
+    mask = util.mask_for(util.lengths(s), s.T)
+    return m, r, (torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H), mask)
+
+
+def pair_result(out):
+    """An attention's result, checked to be a pair (context, alpha)."""
+    return verdicts.pair(out, "forward's result (context, alpha)")
 
 
 def attend(m, enc, s_prev, mask, B: int, T: int, H: int):
-    out = verdicts.pair(verdicts.call(m, enc, s_prev, mask, what="BahdanauAttention.forward"), "forward's result (context, alpha)")
+    out = pair_result(verdicts.call(m, enc, s_prev, mask, what="BahdanauAttention.forward"))
     context = verdicts.tensor(out[0], "context", (B, H))
     alpha = verdicts.tensor(out[1], "alpha", (B, T))
     return context, alpha
@@ -98,11 +109,8 @@ def tied(r, weight: str):
 
 @pytest.mark.points(3)
 def test_it_matches_the_reference_on_random_weights(sub, ref):
-    s = util.MAIN
-    m, r = pair_of(sub, ref, s.H)
-    n = util.lengths(s)
-    enc, s_prev, mask = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H), util.mask_for(n, s.T)
-    context, alpha = attend(m, enc, s_prev, mask, s.B, s.T, s.H)
+    m, r, (enc, s_prev, mask) = padded_case(sub, ref)
+    context, alpha = attend(m, enc, s_prev, mask, *enc.shape)
     check_alpha(alpha, mask)
     rc, ra = r(enc, s_prev, mask)
     swapped = r(enc.flip(-1), s_prev, mask)[1]  # a reversed feature axis hints at a misplaced transpose
@@ -123,66 +131,47 @@ def test_it_handles_edge_sizes(sub, ref, s):
     m, r = pair_of(sub, ref, s.H)
     enc, s_prev = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
     mask = torch.ones(s.B, s.T, dtype=torch.bool)
-    usual = lambda: right_at_the_usual_sizes(sub, ref)  # noqa: E731
-    got = util.at_size_one(lambda: attend(m, enc, s_prev, mask, s.B, s.T, s.H), usual, "BahdanauAttention.forward")
-    util.edge_sizes("BahdanauAttention", got, r(enc, s_prev, mask), usual, MATCHES, squeeze=" (squeeze(-1))")
+    util.attention_at_the_edge(lambda: attend(m, enc, s_prev, mask, s.B, s.T, s.H), r(enc, s_prev, mask),
+                               lambda: right_at_the_usual_sizes(sub, ref), "BahdanauAttention", MATCHES,
+                               squeeze=" (squeeze(-1))")
 
 
 @pytest.mark.points(2)
 def test_pad_weights_are_exactly_zero_and_rows_sum_to_one(sub, ref):
-    s = util.MAIN
-    m, r = pair_of(sub, ref, s.H)
-    n = util.lengths(s)
-    mask = util.mask_for(n, s.T)
-    enc, s_prev = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
-    context, alpha = attend(m, enc, s_prev, mask, s.B, s.T, s.H)
+    m, r, (enc, s_prev, mask) = padded_case(sub, ref)
+    context, alpha = attend(m, enc, s_prev, mask, *enc.shape)
     check_alpha(alpha, mask)
     right_values(context, alpha, *r(enc, s_prev, mask))
 
 
 @pytest.mark.points(2)
 def test_noise_written_into_pads_leaves_the_context_unchanged(sub, ref):
-    s = util.MAIN
-    m, r = pair_of(sub, ref, s.H)
-    n = util.lengths(s)
-    mask = util.mask_for(n, s.T)
-    enc, s_prev = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
-    noisy = torch.where(mask[..., None], enc, 100 * torch.randn(s.B, s.T, s.H))
-    context, alpha = attend(m, enc, s_prev, mask, s.B, s.T, s.H)
+    m, r, (enc, s_prev, mask) = padded_case(sub, ref)
+    noisy = torch.where(mask[..., None], enc, 100 * torch.randn(enc.shape))
+    context, alpha = attend(m, enc, s_prev, mask, *enc.shape)
     if alpha.isnan().any():
         verdicts.fail("alpha contains NaN. " + POLARITY)
     right_values(context, alpha, *r(enc, s_prev, mask))
-    context2, _ = attend(m, noisy, s_prev, mask, s.B, s.T, s.H)
+    context2, _ = attend(m, noisy, s_prev, mask, *enc.shape)
     verdicts.close(context2, context, "the context with noise written into the pad states",
                  "Pad positions must get exactly zero weight, whatever the encoder wrote there.")
 
 
 @pytest.mark.points(1)
 def test_tensors_follow_the_input_device(sub, ref):
-    s = util.MAIN
-    m, r = pair_of(sub, ref, s.H)
-    mask = util.mask_for(util.lengths(s), s.T)
-    enc, s_prev = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
+    m, r, (enc, s_prev, mask) = padded_case(sub, ref)
     rc, ra = r(enc, s_prev, mask)
-    context, alpha = attend(m, enc, s_prev, mask, s.B, s.T, s.H)
-    for name, got, want in (("alpha", alpha, ra), ("the context", context, rc)):  # everything compared below
-        util.close(got, want, f"{name} on the CPU",
-                   "Device-agnostic code must first be right on the CPU. " + util.see(MATCHES))
-    on_cuda = util.build(sub, "BahdanauAttention", s.H)  # a fresh module: the probe moves it to the device
-    verdicts.copy_weights(on_cuda, r, "BahdanauAttention")
-    out = util.on_device(on_cuda, enc, s_prev, mask, what="BahdanauAttention.forward", hint=util.NEW_TENSORS,
-                         names={(0,): "the context", (1,): "alpha"})
-    context, alpha = verdicts.pair(out, "forward's result (context, alpha)")
-    util.close(alpha, ra, "alpha on a CUDA device", util.SAME_EVERYWHERE)
-    util.close(context, rc, "the context on a CUDA device", util.SAME_EVERYWHERE)
+    context, alpha = attend(m, enc, s_prev, mask, *enc.shape)
+    util.right_on_the_cpu({"alpha": (alpha, ra), "the context": (context, rc)}, MATCHES)  # everything compared below
+    on_cuda = util.holding(sub, r, "BahdanauAttention", enc.size(-1))  # a fresh module: the probe moves it
+    util.same_on_a_device(on_cuda, enc, s_prev, mask, what="BahdanauAttention.forward",
+                          result=pair_result, outs=[util.Out("alpha", (1,), ra), util.Out("the context", (0,), rc)])
 
 
 @pytest.mark.points(0)
 def test_cuda_matches_cpu(sub, ref):
-    dev = util.cuda_or_skip()
-    s = util.MAIN
-    m, r = pair_of(sub, ref, s.H)
-    mask = util.mask_for(util.lengths(s), s.T)
-    enc, s_prev = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
-    context, alpha = attend(m.to(dev), enc.to(dev), s_prev.to(dev), mask.to(dev), s.B, s.T, s.H)
-    verdicts.close(alpha.cpu(), r(enc, s_prev, mask)[1], "alpha on CUDA", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)
+    def alpha_on(dev):
+        m, r, (enc, s_prev, mask) = padded_case(sub, ref)
+        return attend(m.to(dev), enc.to(dev), s_prev.to(dev), mask.to(dev), *enc.shape)[1], r(enc, s_prev, mask)[1]
+    util.cuda_matches_cpu(alpha_on, "alpha")
+

@@ -50,11 +50,8 @@ def test_it_handles_edge_sizes(sub, ref, s):
     alpha, enc = inputs(s.B, s.T, s.H)
     got = verdicts.tensor(context_of(sub, alpha, enc), "context", (s.B, s.H))
     want = ref.context.attention_context(alpha, enc)
-    if not verdicts.is_close(got, want) and not util.right_elsewhere(lambda: right_at_the_usual_sizes(sub)):
-        verdicts.fail("the context differs from the reference at the usual sizes too, not only at this one. "
-                    + util.see(WEIGHTED_SUM))
-    util.close(got, want, "context", "The values are right at the usual sizes but not when a dimension has size 1: "
-               "squeeze only the dimension you added (squeeze(1)), not every size-1 dimension.")
+    util.right_at_the_edge("the context", {"context": (got, want)}, lambda: right_at_the_usual_sizes(sub), WEIGHTED_SUM,
+                           squeeze=" (squeeze(1))")
 
 
 def right_at_the_usual_sizes(sub) -> None:
@@ -186,18 +183,15 @@ def test_tensors_follow_the_input_device(sub, ref):
     s = util.MAIN
     alpha, enc = inputs(s.B, s.T, s.H)
     want = ref.context.attention_context(alpha, enc)
-    util.close(context_of(sub, alpha, enc), want, "context on the CPU",
-               "Device-agnostic code must first be right on the CPU. " + util.see(WEIGHTED_SUM))
-    got = util.on_device(sub.fn("attention_context"), alpha, enc, what="attention_context", hint=util.NEW_TENSORS,
-                         names={(): "the context"})
-    got = verdicts.tensor(got, "context", (s.B, s.H))
-    util.close(got, want, "the context on a CUDA device", util.SAME_EVERYWHERE)
+    util.right_on_the_cpu({"context": (context_of(sub, alpha, enc), want)}, WEIGHTED_SUM)
+    util.same_on_a_device(sub.fn("attention_context"), alpha, enc, what="attention_context",
+                          result=lambda got: verdicts.tensor(got, "context", (s.B, s.H)),
+                          outs=[util.Out("the context", (), want)])
 
 
 @pytest.mark.points(0)
 def test_cuda_matches_cpu(sub, ref):
-    dev = util.cuda_or_skip()
-    s = util.MAIN
-    alpha, enc = inputs(s.B, s.T, s.H)
-    got = context_of(sub, alpha.to(dev), enc.to(dev))
-    verdicts.close(got.cpu(), ref.context.attention_context(alpha, enc), "context on CUDA", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)
+    def context_on(dev):
+        alpha, enc = inputs(util.MAIN.B, util.MAIN.T, util.MAIN.H)
+        return context_of(sub, alpha.to(dev), enc.to(dev)), ref.context.attention_context(alpha, enc)
+    util.cuda_matches_cpu(context_on, "context")

@@ -43,9 +43,7 @@ def logits_match(got, want: torch.Tensor) -> bool:
 
 def decoder_pair(sub, ref, s: util.Sizes):
     r = ref.decoder.AttnDecoder(s.V, s.E, s.H)
-    m = util.build(sub, "AttnDecoder", s.V, s.E, s.H)
-    verdicts.copy_weights(m, r, "AttnDecoder")
-    return m, r
+    return util.holding(sub, r, "AttnDecoder", s.V, s.E, s.H), r
 
 
 def step_inputs(s: util.Sizes, device: str = "cpu"):
@@ -155,16 +153,20 @@ def check_step_grads(sub, ref) -> None:
 
 def model_pair(sub, ref, s: util.Sizes, T_tgt: int):
     r = ref.decoder.Seq2SeqAttn(s.V, s.V + 2, s.E, s.H)
-    m = util.build(sub, "Seq2SeqAttn", s.V, s.V + 2, s.E, s.H)
-    verdicts.copy_weights(m, r, "Seq2SeqAttn")
+    m = util.holding(sub, r, "Seq2SeqAttn", s.V, s.V + 2, s.E, s.H)
     n = util.lengths(s)
     src, mask = util.src_ids(s, n), util.mask_for(n, s.T)
     tgt = torch.randint(1, s.V + 2, (s.B, T_tgt))
     return m, r, (src, mask, tgt)
 
 
+def model_result(out):
+    """forward's result, checked to be a pair (logits, alpha)."""
+    return verdicts.pair(out, "Seq2SeqAttn.forward's result (logits, alpha)")
+
+
 def run_model(m, src, mask, tgt, s: util.Sizes):
-    out = verdicts.pair(verdicts.call(m, src, mask, tgt, what="Seq2SeqAttn.forward"), "Seq2SeqAttn.forward's result (logits, alpha)")
+    out = model_result(verdicts.call(m, src, mask, tgt, what="Seq2SeqAttn.forward"))
     verdicts.tensor(out[0], "logits", (s.B, tgt.size(1) - 1, s.V + 2))
     verdicts.tensor(out[1], "alpha", (s.B, tgt.size(1) - 1, src.size(1)))
     return out
@@ -238,23 +240,18 @@ def test_tensors_follow_the_input_device(sub, ref):
     if not (logits_match(logits, rl[0]) and verdicts.is_close(alpha, rl[1])):  # everything compared below
         verdicts.fail("the CPU result differs from the reference (device-agnostic code must first be right on the "
                     "CPU). " + util.see(STEP if not step_right(sub, ref) else FORCED))
-    on_cuda = util.build(sub, "Seq2SeqAttn", s.V, s.V + 2, s.E, s.H)  # a fresh model: the probe moves it to the device
-    verdicts.copy_weights(on_cuda, r, "Seq2SeqAttn")
-    out = util.on_device(on_cuda, src, mask, tgt, what="Seq2SeqAttn.forward", hint=util.NEW_TENSORS,
-                         names={(0,): "the logits", (1,): "alpha"})
-    logits, alpha = verdicts.pair(out, "Seq2SeqAttn.forward's result (logits, alpha)")
-    logits_close(logits, rl[0], "the logits on a CUDA device", util.SAME_EVERYWHERE)
-    util.close(alpha, rl[1], "alpha on a CUDA device", util.SAME_EVERYWHERE)
+    on_cuda = util.holding(sub, r, "Seq2SeqAttn", s.V, s.V + 2, s.E, s.H)  # a fresh model: the probe moves it
+    util.same_on_a_device(on_cuda, src, mask, tgt, what="Seq2SeqAttn.forward", result=model_result,
+                          outs=[util.Out("the logits", (0,), rl[0], logits_close), util.Out("alpha", (1,), rl[1])])
 
 
 @pytest.mark.points(0)
 def test_cuda_matches_cpu(sub, ref):
-    dev = util.cuda_or_skip()
-    s = util.MAIN
-    m, r, (src, mask, tgt) = model_pair(sub, ref, s, T_tgt=5)
-    logits, _ = run_model(m.to(dev), src.to(dev), mask.to(dev), tgt.to(dev), s)
-    verdicts.close(rows(logits.cpu()), rows(r(src, mask, tgt)[0]), "logits on CUDA (each row up to a constant)",
-                   "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)
+    def logits_on(dev):
+        m, r, (src, mask, tgt) = model_pair(sub, ref, util.MAIN, T_tgt=5)
+        logits, _ = run_model(m.to(dev), src.to(dev), mask.to(dev), tgt.to(dev), util.MAIN)
+        return rows(logits.cpu()), rows(r(src, mask, tgt)[0])  # each row up to a constant, as the lab takes logits
+    util.cuda_matches_cpu(logits_on, "logits", " (each row up to a constant)")
 
 
 @pytest.mark.points(5)

@@ -15,17 +15,25 @@ MATCHES = "it matches the reference on random weights"
 
 def pair_of(sub, ref, s: util.Sizes):
     r = ref.encoder.EncoderAll(s.V, s.E, s.H)
-    m = util.build(sub, "EncoderAll", s.V, s.E, s.H)
-    verdicts.copy_weights(m, r, "EncoderAll")
-    return m, r
+    return util.holding(sub, r, "EncoderAll", s.V, s.E, s.H), r
+
+
+def main_case(sub, ref):
+    """The encoder pair on MAIN sizes and a batch of source ids without pads, in the order the cases draw them."""
+    s = util.MAIN
+    m, r = pair_of(sub, ref, s)
+    return m, r, torch.randint(1, s.V, (s.B, s.T))
 
 
 def run(m, src, what="EncoderAll.forward", keep=None):
-    out = verdicts.call(m.call, "__call__", src, keep=keep, what=what)
-    out = verdicts.pair(out, f"{what}'s result (outputs, (h, c))")
-    outputs, state = out
-    h, c = verdicts.pair(state, f"{what}'s second result (h, c)")
+    outputs, (h, c) = result(verdicts.call(m.call, "__call__", src, keep=keep, what=what), what)
     return outputs, h, c
+
+
+def result(out, what="EncoderAll.forward"):
+    """forward's result, checked to be laid out as (outputs, (h, c))."""
+    outputs, state = verdicts.pair(out, f"{what}'s result (outputs, (h, c))")
+    return outputs, verdicts.pair(state, f"{what}'s second result (h, c)")
 
 
 def check_same(m, r, src, s: util.Sizes, edge: bool = False):
@@ -65,17 +73,14 @@ def test_it_returns_an_output_for_every_time_step(sub, ref):
 
 @pytest.mark.points(3)
 def test_it_matches_the_reference_on_random_weights(sub, ref):
-    s = util.MAIN
-    m, r = pair_of(sub, ref, s)
-    check_same(m, r, torch.randint(1, s.V, (s.B, s.T)), s)
+    m, r, src = main_case(sub, ref)
+    check_same(m, r, src, util.MAIN)
 
 
 @pytest.mark.points(2)
 def test_gradients_flow_from_every_output_back_to_the_encoder(sub, ref):
-    s = util.MAIN
-    m, r = pair_of(sub, ref, s)
-    src = torch.randint(1, s.V, (s.B, s.T))
-    check_same(m, r, src, s)  # the property is paid only when the values are right
+    m, r, src = main_case(sub, ref)
+    check_same(m, r, src, util.MAIN)  # the property is paid only when the values are right
     run(m, src, keep="out")
     try:
         sub.backward("out#0")
@@ -94,17 +99,12 @@ def test_gradients_flow_from_every_output_back_to_the_encoder(sub, ref):
         verdicts.close(g, p.grad, f"the gradient of {name}", "Return the LSTM's outputs as they are, still in the graph.")
 
 
-def usual_src() -> torch.Tensor:
-    s = util.MAIN
-    return torch.randint(1, s.V, (s.B, s.T))
-
-
 @pytest.mark.points(1)
 @pytest.mark.parametrize("s", util.EDGES)
 def test_it_handles_edge_sizes(sub, ref, s):
     m, r = pair_of(sub, ref, s)
     util.at_size_one(lambda: check_same(m, r, torch.randint(1, s.V, (s.B, s.T)), s, edge=True),
-                     lambda: check_same(*pair_of(sub, ref, util.MAIN), usual_src(), util.MAIN),
+                     lambda: check_same(*main_case(sub, ref), util.MAIN),
                      "EncoderAll.forward")
 
 
@@ -133,26 +133,19 @@ def test_a_padded_row_equals_the_sentence_run_alone(sub, ref):
 @pytest.mark.points(1)
 def test_tensors_follow_the_input_device(sub, ref):
     s = util.MAIN
-    m, r = pair_of(sub, ref, s)
-    src = torch.randint(1, s.V, (s.B, s.T))
+    m, r, src = main_case(sub, ref)
     check_same(m, r, src, s)  # device-agnostic code must first be right on the CPU
     hint = util.NEW_TENSORS + (util.PACKING if "pack_padded_sequence" in sub.source else "")
-    on_cuda = util.build(sub, "EncoderAll", s.V, s.E, s.H)  # a fresh module: the probe moves it to the device
-    verdicts.copy_weights(on_cuda, r, "EncoderAll")
-    out = util.on_device(on_cuda, src, what="EncoderAll.forward", hint=hint,
-                         names={(0,): "outputs", (1, 0): "h", (1, 1): "c"})
-    outputs, state = verdicts.pair(out, "EncoderAll.forward's result (outputs, (h, c))")
-    h, c = verdicts.pair(state, "EncoderAll.forward's second result (h, c)")
     ro, (rh, rc) = r(src)
-    for name, x, want in (("outputs", outputs, ro), ("h", h, rh), ("c", c, rc)):
-        util.close(x, want, f"{name} on a CUDA device", util.SAME_EVERYWHERE)
+    on_cuda = util.holding(sub, r, "EncoderAll", s.V, s.E, s.H)  # a fresh module: the probe moves it to the device
+    util.same_on_a_device(on_cuda, src, what="EncoderAll.forward", hint=hint, result=result,
+                          outs=[util.Out("outputs", (0,), ro), util.Out("h", (1, 0), rh), util.Out("c", (1, 1), rc)])
 
 
 @pytest.mark.points(0)
 def test_cuda_matches_cpu(sub, ref):
-    dev = util.cuda_or_skip()
-    s = util.MAIN
-    m, r = pair_of(sub, ref, s)
-    src = torch.randint(1, s.V, (s.B, s.T))
-    outputs, h, c = run(m.to(dev), src.to(dev))
-    verdicts.close(outputs.cpu(), r(src)[0], "outputs on CUDA", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)
+    def outputs_on(dev):
+        m, r, src = main_case(sub, ref)
+        return run(m.to(dev), src.to(dev))[0], r(src)[0]
+    util.cuda_matches_cpu(outputs_on, "outputs")
+

@@ -10,7 +10,7 @@ from grader.lab import luong_model
 from grader.lab import toy
 from grader.lab import train
 from . import util
-from .test_additive import POLARITY, check_alpha, right_values
+from .test_additive import POLARITY, check_alpha, pair_result, right_values
 
 pytestmark = pytest.mark.piece("luong")
 MATCHES = "it matches the reference and scales by sqrt d"  # the case whose checks name the usual causes
@@ -18,7 +18,7 @@ MATCHES = "it matches the reference and scales by sqrt d"  # the case whose chec
 
 def attend(sub, enc, q, mask):
     m = util.build(sub, "LuongDotAttention")
-    out = verdicts.pair(verdicts.call(m, enc, q, mask, what="LuongDotAttention.forward"), "forward's result (context, alpha)")
+    out = pair_result(verdicts.call(m, enc, q, mask, what="LuongDotAttention.forward"))
     B, T, H = enc.shape
     return verdicts.tensor(out[0], "context", (B, H)), verdicts.tensor(out[1], "alpha", (B, T))
 
@@ -83,9 +83,8 @@ def test_pads_get_exactly_zero_weight(sub, ref):
 @pytest.mark.parametrize("s", util.EDGES)
 def test_it_handles_edge_sizes(sub, ref, s):
     enc, q = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
-    usual = lambda: right_at_the_usual_sizes(sub, ref)  # noqa: E731
-    got = util.at_size_one(lambda: attend(sub, enc, q, None), usual, "LuongDotAttention.forward")
-    util.edge_sizes("LuongDotAttention", got, ref.luong.LuongDotAttention()(enc, q), usual, MATCHES)
+    util.attention_at_the_edge(lambda: attend(sub, enc, q, None), ref.luong.LuongDotAttention()(enc, q),
+                               lambda: right_at_the_usual_sizes(sub, ref), "LuongDotAttention", MATCHES)
 
 
 def right_at_the_usual_sizes(sub, ref) -> None:
@@ -109,23 +108,18 @@ def test_tensors_follow_the_input_device(sub, ref):
     full = torch.ones_like(mask)
     case = MATCHES if not verdicts.is_close(attend(sub, enc, q, full)[1], ref.luong.LuongDotAttention()(enc, q, full)[1]) \
         else "pads get exactly zero weight"
-    for name, got, want in (("alpha", alpha, ra), ("the context", context, rc)):  # everything compared below
-        util.close(got, want, f"{name} on the CPU",
-                   "Device-agnostic code must first be right on the CPU. " + util.see(case))
-    out = util.on_device(util.build(sub, "LuongDotAttention"), enc, q, mask, what="LuongDotAttention.forward",
-                         hint=util.NEW_TENSORS, names={(0,): "the context", (1,): "alpha"})
-    context, alpha = verdicts.pair(out, "forward's result (context, alpha)")
-    util.close(alpha, ra, "alpha on a CUDA device", util.SAME_EVERYWHERE)
-    util.close(context, rc, "the context on a CUDA device", util.SAME_EVERYWHERE)
+    util.right_on_the_cpu({"alpha": (alpha, ra), "the context": (context, rc)}, case)  # everything compared below
+    util.same_on_a_device(util.build(sub, "LuongDotAttention"), enc, q, mask, what="LuongDotAttention.forward",
+                          result=pair_result, outs=[util.Out("alpha", (1,), ra), util.Out("the context", (0,), rc)])
 
 
 @pytest.mark.points(0)
 def test_cuda_matches_cpu(sub, ref):
-    dev = util.cuda_or_skip()
-    s = util.MAIN
-    enc, q = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
-    _, alpha = attend(sub, enc.to(dev), q.to(dev), None)
-    verdicts.close(alpha.cpu(), ref.luong.LuongDotAttention()(enc, q)[1], "alpha on CUDA", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)
+    def alpha_on(dev):
+        s = util.MAIN
+        enc, q = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
+        return attend(sub, enc.to(dev), q.to(dev), None)[1], ref.luong.LuongDotAttention()(enc, q)[1]
+    util.cuda_matches_cpu(alpha_on, "alpha")
 
 
 @pytest.mark.points(5)

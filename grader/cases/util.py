@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Callable, NamedTuple, Sequence
 
 import pytest
 import torch
@@ -50,6 +51,13 @@ def build(sub, cls: str, *args, what: str | None = None):
     return verdicts.call(sub.new, cls, *args, what=f"{what or cls}(...) constructor")
 
 
+def holding(sub, r: torch.nn.Module, cls: str, *args):
+    """The student's class `cls` built in the worker with `args`, holding the weights of `r`, the reference's."""
+    m = build(sub, cls, *args)
+    verdicts.copy_weights(m, r, cls)
+    return m
+
+
 def see(case: str) -> str:
     """The pointer a case gives when its own check cannot name the cause: the case (its title in the report) that can."""
     return f"See the case '{case}' for the cause."
@@ -63,16 +71,28 @@ def close(actual: torch.Tensor, expected: torch.Tensor, what: str, hint: str, **
 
 
 def edge_sizes(what: str, got: tuple, want: tuple, usual, matches: str, squeeze: str = "") -> None:
-    """An edge-size case for an attention module: (context, alpha) against the reference's. Code that is also
-    wrong at the usual sizes (`usual()` fails) is sent to the case `matches`, which names the cause; code right
-    there but wrong here gets the size-1 hint."""
+    """An edge-size case for an attention module: (context, alpha) against the reference's (see right_at_the_edge)."""
     (context, alpha), (rc, ra) = got, want
-    if not (verdicts.is_close(alpha, ra) and verdicts.is_close(context, rc)) and not right_elsewhere(usual):
+    right_at_the_edge(what, {"alpha": (alpha, ra), "context": (context, rc)}, usual, matches, squeeze)
+
+
+def right_at_the_edge(what: str, compared: dict[str, tuple], usual, matches: str, squeeze: str = "") -> None:
+    """The end of an edge-size case: each of `compared` ({name: (got, want)}) against the reference's, in order.
+    Code that is also wrong at the usual sizes (`usual()` fails) is sent to the case `matches`, which names the
+    cause; code right there but wrong here gets the size-1 hint, `squeeze` naming the dimension to squeeze."""
+    if not all(verdicts.is_close(got, want) for got, want in compared.values()) and not right_elsewhere(usual):
         verdicts.fail(f"{what} differs from the reference at the usual sizes too, not only at this one. " + see(matches))
     edge = ("The values are right at the usual sizes but not when a dimension has size 1: squeeze only the "
             f"dimension you added{squeeze}, not every size-1 dimension.")
-    close(alpha, ra, "alpha", edge)
-    close(context, rc, "context", edge)
+    for name, (got, want) in compared.items():
+        close(got, want, name, edge)
+
+
+def attention_at_the_edge(attend, want: tuple, usual, what: str, matches: str, squeeze: str = "") -> None:
+    """An attention module's edge-size case: `attend()` (its (context, alpha) at an edge size, checked for shape)
+    against `want`, the reference's; a raise there is named by at_size_one, a wrong value by edge_sizes."""
+    got = at_size_one(attend, usual, f"{what}.forward")
+    edge_sizes(what, got, want, usual, matches, squeeze)
 
 
 def right_elsewhere(check) -> bool:
@@ -89,6 +109,15 @@ def cuda_or_skip() -> torch.device:
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device here; this case runs where one is present")
     return torch.device("cuda")
+
+
+def cuda_matches_cpu(run, what: str, note: str = "") -> None:
+    """The point-free case on a real GPU: `run(device)` gives (the student's result computed on that CUDA device,
+    the reference's on the CPU), `what` (and `note`, after "on CUDA") naming it. Skipped before anything is built
+    where no GPU is: the points are decided by the device case, on its stand-in device, the same everywhere."""
+    dev = cuda_or_skip()
+    got, want = run(dev)
+    verdicts.close(got.cpu(), want, f"{what} on CUDA{note}", "CUDA and CPU disagree.", atol=1e-4, rtol=1e-3)
 
 
 def decoded_accuracy(model, pairs: list, what: str) -> dict[int, float]:
@@ -196,6 +225,37 @@ def on_device(handle, *args, method: str | None = None, what: str, hint: str, na
             place = "the CPU" if where == "cpu" else "another device"
             verdicts.fail(f"on a CUDA device, {what} returned {name} on {place}, not on the inputs' device: {hint}.")
     return out["values"]
+
+
+class Out(NamedTuple):
+    """One result the device case compares: its name in the messages, where it sits in the result ((1,): the
+    second of a pair; (): the result itself), the reference's value, and how to compare (close, or a piece's own)."""
+    name: str
+    at: tuple
+    want: torch.Tensor
+    compare: Callable = close
+
+
+def right_on_the_cpu(compared: dict[str, tuple], cause: str) -> None:
+    """The device case's first check, {name: (got, want)} on the CPU: device-agnostic code is right there first,
+    and a mistake there is named by the case `cause`, not by this one."""
+    for name, (got, want) in compared.items():
+        close(got, want, f"{name} on the CPU", "Device-agnostic code must first be right on the CPU. " + see(cause))
+
+
+def same_on_a_device(handle, *args, what: str, outs: Sequence[Out], result=None, hint: str = NEW_TENSORS) -> None:
+    """The device case's second check: `handle` (a fresh module, or sub.fn(...): the probe moves it) called on
+    `args` on the stand-in CUDA device returns each of `outs` on the device (checked in the result's order) with the
+    reference's values (compared in the order of `outs`). `result` checks the result's form and gives it back
+    (verdicts.pair, ...); `hint` is what to do about a tensor left on the CPU."""
+    names = {o.at: o.name for o in sorted(outs, key=lambda o: o.at)}
+    values = on_device(handle, *args, what=what, hint=hint, names=names)
+    values = result(values) if result else values
+    for o in outs:
+        got = values
+        for i in o.at:
+            got = got[i]
+        o.compare(got, o.want, f"{o.name} on a CUDA device", SAME_EVERYWHERE)
 
 
 # ---- edge sizes: code right at the usual sizes that raises at B = 1 or T_src = 1 ----

@@ -41,10 +41,10 @@ class GraderError(click.ClickException):
 @click.group(cls=LabGroup)
 def cli() -> None:
     """Grade the attention lab. `grade` alone grades ./exercises; `grade encoder luong` grades two pieces."""
-    from grader.runner import layout
+    from grader.runner import sealing
 
-    layout.harden()
-    layout.take_key()  # out of the environment before any child process starts
+    sealing.harden()
+    sealing.take_key()  # out of the environment before any child process starts
 
 
 def _submission(path: Path, scratch: Path) -> Path:
@@ -173,11 +173,11 @@ def release() -> None:
               "ATTNLAB_SEAL_KEY must then be updated, since the old key does not open this release.")
 def release_student(out: Path, key_file: Path | None, new_key: bool) -> None:
     """Stubs, notebook, grader, data and workflow, with the reference, hidden cases and answering lab code sealed."""
-    from grader.runner import layout
+    from grader.runner import sealing
     from grader.verbs import release as verb
 
     try:
-        chosen, said = verb.build_student(out, key_file=key_file, env_key=layout.held_key(), new_key=new_key)
+        chosen, said = verb.build_student(out, key_file=key_file, env_key=sealing.held_key(), new_key=new_key)
     except FileExistsError as e:
         raise click.BadParameter(str(e), param_hint="OUT") from None
     except verb.ReleaseError as e:
@@ -200,14 +200,14 @@ def release_student(out: Path, key_file: Path | None, new_key: bool) -> None:
 def release_classroom50(out: Path, classroom: str, assignment: str, runs_on: str, key_file: Path | None,
                         new_key: bool) -> None:
     """The template repository and the autograder folder for a Classroom 50 assignment (see OUT/SETUP.md)."""
-    from grader.runner import layout
+    from grader.runner import sealing
     from grader.verbs import classroom50 as verb
     from grader.verbs.release import ReleaseError
 
     labels = () if runs_on.strip() == "github" else tuple(x.strip() for x in runs_on.split(",") if x.strip())
     try:
         lines = verb.main(out=out, classroom=classroom, assignment=assignment, runs_on=labels, key_file=key_file,
-                          env_key=layout.held_key(), new_key=new_key)
+                          env_key=sealing.held_key(), new_key=new_key)
     except FileExistsError as e:
         raise click.BadParameter(str(e), param_hint="OUT") from None
     except ReleaseError as e:

@@ -12,7 +12,7 @@ from grader.runner.results import Limits
 def _seal_key(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     if value is None:
         return
-    from grader.runner import layout
+    from grader.runner import sealing
 
     if value != "-":
         _beyond_the_jail(Path(value))
@@ -20,7 +20,7 @@ def _seal_key(ctx: click.Context, param: click.Parameter, value: str | None) -> 
         data = sys.stdin.buffer.read() if value == "-" else Path(value).read_bytes()
     except OSError as e:
         raise click.BadParameter(f"cannot read {value}: {e.strerror}", param_hint="--seal-key-file") from None
-    layout.take_key(data)
+    sealing.take_key(data)
 
 
 def _beyond_the_jail(path: Path) -> None:

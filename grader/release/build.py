@@ -14,7 +14,7 @@ from pathlib import Path
 
 from grader import REFERENCE, ROOT, lab
 from grader.pieces import PIECES
-from grader.runner import layout
+from grader.runner import sealing
 
 # The PyTorch every grading route installs (the CPU build, from TORCH_INDEX): the Classroom workflow, Gradescope's
 # setup.sh, the regrade engines. Every install line a README or template shows names this version
@@ -74,7 +74,7 @@ def student(out: Path, key: bytes | None = None, notes: list[str] | None = None)
     said = generated.unshipped(made, ROOT, tracked)
     if said and notes is not None:
         notes.append(said)
-    (out / "grader" / "sealed.bin").write_bytes(layout.seal(sealed_bundle(), key))
+    (out / "grader" / "sealed.bin").write_bytes(sealing.seal(sealed_bundle(), key))
     # the students' README, not the instructor's (README.md is in _PRIVATE)
     readme = (resources.files("grader") / "templates" / "student" / "README.md").read_text(encoding="utf-8")
     (out / "README.md").write_text(readme.replace("{{pieces}}", ", ".join(f"`{p.module}.py`" for p in PIECES.values())))

@@ -89,12 +89,12 @@ def test_the_student_readme_says_which_file_is_graded_for_each_piece(release):
 
 def test_the_lab_modules_that_answer_a_piece_travel_sealed_not_in_clear(release, tmp_path):
     from grader import lab
-    from grader.runner import layout
+    from grader.runner import sealing
 
     rel, key = release
     shipped = sorted(p.name for p in (rel / "grader" / "lab").glob("*.py"))
     assert shipped == ["__init__.py", "artifacts.py", "toy.py", "train.py"]
-    layout.unseal((rel / "grader" / "sealed.bin").read_bytes(), key, tmp_path)
+    sealing.unseal((rel / "grader" / "sealed.bin").read_bytes(), key, tmp_path)
     for name in lab.SEALED:
         assert (tmp_path / lab.SEALED_DIR / f"{name}.py").read_bytes() == (ROOT / "grader" / "lab" / f"{name}.py").read_bytes()
 
@@ -163,11 +163,11 @@ def release_cli(out: Path, *args: str, key: bytes | None = None) -> subprocess.C
 
 
 def opens(out: Path, key: bytes, into: Path) -> bool:
-    from grader.runner import layout
+    from grader.runner import sealing
 
     try:
-        layout.unseal((out / "grader" / "sealed.bin").read_bytes(), key, into)
-    except layout.SealError:
+        sealing.unseal((out / "grader" / "sealed.bin").read_bytes(), key, into)
+    except sealing.SealError:
         return False
     return (into / "reference" / "encoder.py").is_file()
 

@@ -27,19 +27,7 @@ from typing import TYPE_CHECKING
 from grader.regrade import book, deadline
 from grader.regrade import roster as rosters
 from grader.regrade import scores as classroom50
-from grader.regrade.book import cell  # noqa: F401 - the name callers and tests know
-from grader.regrade.classlist import (  # noqa: F401 - the names callers and tests know
-    EXERCISES,
-    ClassList,
-    base_name,
-    class_list,
-    collect,
-    holds_lab,
-    is_submission,
-    slug,
-    student_name,
-    student_names,
-)
+from grader.regrade.classlist import ClassList, class_list
 from grader.regrade.shard import Shard
 from grader.runner import report
 from grader.runner.schedule import Grading
@@ -53,8 +41,6 @@ from grader.runner.results import Limits
 
 if TYPE_CHECKING:
     from tqdm import tqdm
-
-BadSubmission = Refused  # the name callers and tests know
 
 
 class ReportsFolder(ValueError):

@@ -110,12 +110,20 @@ def test_tensors_follow_the_input_device(sub, ref):
     s = util.MAIN
     mask = util.mask_for(util.lengths(s), s.T)
     enc, q = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
+    context, alpha = attend(sub, enc, q, mask)
     rc, ra = ref.multihead.MultiHeadDotAttention()(enc, q, mask)
-    out = util.on_device(util.build(sub, "MultiHeadDotAttention"), enc, q, mask, what="MultiHeadDotAttention.forward",
-                         hint=util.NEW_TENSORS, names={(0,): "the context", (1,): "alpha"})
-    context, alpha = verdicts.pair(out, "forward's result (context, alpha)")
-    util.close(alpha, ra, "alpha on a CUDA device", util.SAME_EVERYWHERE)
-    util.close(context, rc, "the context on a CUDA device", util.SAME_EVERYWHERE)
+    util.right_on_the_cpu({"alpha": (alpha, ra), "the context": (context, rc)}, "it matches the reference head by head")
+    util.same_on_a_device(util.build(sub, "MultiHeadDotAttention"), enc, q, mask, what="MultiHeadDotAttention.forward",
+                          outs=[util.Out("alpha", (1,), ra), util.Out("the context", (0,), rc)])
+
+
+@pytest.mark.points(0)
+def test_cuda_matches_cpu(sub, ref):
+    def alpha_on(dev):
+        s = util.MAIN
+        enc, q = torch.randn(s.B, s.T, s.H), torch.randn(s.B, s.H)
+        return attend(sub, enc.to(dev), q.to(dev), None)[1], ref.multihead.MultiHeadDotAttention()(enc, q)[1]
+    util.cuda_matches_cpu(alpha_on, "alpha")
 '''
 
 LESSON_FILE = """### Several heads

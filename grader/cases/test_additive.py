@@ -107,6 +107,25 @@ def tied(r, weight: str):
     return t
 
 
+SCALED = ("alpha looks like a softmax of scaled scores: the lesson's additive attention applies softmax to the scores "
+          "as they are, v^T tanh(W_h h_i + W_s s_{t-1}), with no temperature or factor.")
+
+
+def scales(H: int) -> tuple[float, ...]:
+    """Factors a softmax temperature puts on the scores: espnet's default 2, its inverse, and sqrt(H) either way."""
+    return (2.0, 0.5, H**0.5, H**-0.5)
+
+
+def scaled(r, factor: float):
+    """The reference whose scores are `factor` times its own: v scales the score, and softmax ignores the constant
+    the reference's sigmoid form adds (see reference/additive.py)."""
+    t = type(r)(r.Wh.weight.size(0))
+    t.load_state_dict(r.state_dict())
+    with torch.no_grad():
+        t.v.weight.mul_(factor)
+    return t
+
+
 @pytest.mark.points(3)
 def test_it_matches_the_reference_on_random_weights(sub, ref):
     m, r, (enc, s_prev, mask) = padded_case(sub, ref)
@@ -116,6 +135,9 @@ def test_it_matches_the_reference_on_random_weights(sub, ref):
     swapped = r(enc.flip(-1), s_prev, mask)[1]  # a reversed feature axis hints at a misplaced transpose
     if verdicts.is_close(alpha, swapped):
         verdicts.fail("alpha looks computed with a transposed weight; apply self.Wh and self.Ws as layers.")
+    if not verdicts.is_close(alpha, ra) and any(verdicts.is_close(alpha, scaled(r, f)(enc, s_prev, mask)[1])
+                                                for f in scales(enc.size(-1))):
+        verdicts.fail(SCALED)
     for weight, other in (("Wh", "Ws"), ("Ws", "Wh")):
         if not verdicts.is_close(alpha, ra) and verdicts.is_close(alpha, tied(r, weight)(enc, s_prev, mask)[1]):
             verdicts.fail(f"alpha looks computed with self.{weight} on both the encoder states and the decoder state: "

@@ -144,10 +144,48 @@ def _tree_digest(paths: list[tuple[str, Path]]) -> str:
     return _hash_files(hashlib.sha256(), paths).hexdigest()
 
 
+def _folder_files(folder: Path, pattern: str = "*") -> list[tuple[str, Path]]:
+    """Every regular file under `folder` matching `pattern` (caches aside), named relative to it."""
+    if not folder.is_dir():
+        return []
+    return [(p.relative_to(folder).as_posix(), p) for p in folder.rglob(pattern)
+            if "__pycache__" not in p.parts and p.suffix != ".pyc" and p.is_file() and not p.is_symlink()]
+
+
 def grader_digest() -> str:
     """The grader's own code: every .py file of the package."""
-    pkg = ROOT / "grader"
-    return _tree_digest([(p.relative_to(pkg).as_posix(), p) for p in pkg.rglob("*.py") if "__pycache__" not in p.parts])
+    return _tree_digest(_folder_files(ROOT / "grader", "*.py"))
+
+
+def artifacts_digest() -> str:
+    """The small trained models the cases start from and compare with (grader/artifacts: the warm starts, the
+    evaluated model, their checksums): `grade artifacts` retrains them, and a training case's score follows them."""
+    from grader.lab import artifacts
+
+    return _tree_digest(_folder_files(artifacts.DIR))
+
+
+def data_digest() -> str:
+    """The toy task's splits the grader trains and tests on (datasets/toy_translation)."""
+    from grader import datasets
+
+    return _tree_digest(_folder_files(datasets.DATA_DIR))
+
+
+def runtime() -> dict:
+    """The versions a score can follow: Python's, and PyTorch's and NumPy's as this process loaded them (the
+    workers fork from it), else as installed."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {"python": platform.python_version()}
+    for name in ("torch", "numpy"):
+        loaded = sys.modules.get(name)
+        try:
+            found[name] = str(getattr(loaded, "__version__", None) or version(name))
+        except PackageNotFoundError:
+            found[name] = "none"
+    return found
 
 
 def cases_digest() -> str:
@@ -164,7 +202,9 @@ def cases_digest() -> str:
 def settings(*, seed: str, quick: bool, limits: dict, before: str | None, release: str | None,
              pieces: list[str]) -> dict:
     """Everything besides a student's own files that decides their row: two runs with equal settings give a
-    student with the same files the same row."""
+    student with the same files the same row. That is the grader (its code, artifacts, data and the Python,
+    PyTorch and NumPy versions), the hidden cases with their manifest and the reference, the seed, the mode, the
+    limits, the pieces, the deadline and the release."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -172,7 +212,10 @@ def settings(*, seed: str, quick: bool, limits: dict, before: str | None, releas
     except PackageNotFoundError:
         release_version = "unknown"
     return {
-        "grader": {"version": release_version, "digest": grader_digest()},
+        # the grader's code, the artifacts it starts the training cases from, its data and the versions it runs
+        # on: a rerun after `grade artifacts`, with other data or another torch regrades (the merge compares it whole)
+        "grader": {"version": release_version, "digest": grader_digest(), "artifacts": artifacts_digest(),
+                   "data": data_digest(), "runtime": runtime()},
         "cases": cases_digest(),
         "seed": hashlib.sha256(seed.encode()).hexdigest(),  # the seed is secret; its digest tells runs apart
         "mode": "quick" if quick else "full",

@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grader.regrade import book, deadline
+from grader.regrade import book, collect, deadline, staging
 from grader.regrade import roster as rosters
 from grader.regrade import scores as classroom50
 from grader.regrade.classlist import ClassList, class_list
@@ -112,11 +112,11 @@ class Batch:
     def __init__(self, *, submissions: list[Path], out: Path, reports: Path | None, jobs: int, seed: str,
                  limits: Limits, progress: bool = True, release: Path | None = None, shard: Shard | None = None,
                  before: datetime | None = None, roster: rosters.Roster | None = None, prefix: str = "",
-                 scores: Path | None = None) -> None:
+                 scores: Path | None = None, disk: int | None = None) -> None:
         self.submissions, self.out, self.reports, self.jobs = submissions, out, reports, jobs
         self.seed, self.limits, self.progress, self.release = seed, limits, progress, release
         self.shard, self.before, self.roster, self.prefix, self.scores = shard, before, roster, prefix, scores
-        self.lock = threading.Lock()
+        self.lock, self.bound = threading.Lock(), staging.Bound(staging.DISK_BYTES if disk is None else disk)
         self.local = threading.local()  # each thread's fork server, started at its first piece
         self.zygotes: list[Zygote] = []  # every thread's, closed at the end
         self.live: dict[Path, Student] = {}  # staged and still being graded
@@ -208,11 +208,17 @@ class Batch:
 
     def stage(self, i: int, path: Path) -> None:
         """One student made ready to grade (checked out at the deadline, unpacked, their release files checked and
-        their code kept), and live; or their row at once: the journal's, for the same inputs, or an error row."""
-        s = Student(path, self.klass.names[path], self.tmp / str(i), path)
-        files = self.files
+        their code kept), and live; or their row at once: the journal's, for the same inputs, or an error row. Only
+        while the staging in flight fits the disk budget (grader/regrade/staging.py); once staged, a student keeps
+        only their lab files until their row is written."""
+        with self.bound.hold(staging.worst_case(self.before is not None)):
+            self.staged(Student(path, self.klass.names[path], self.tmp / str(i), path))
+
+    def staged(self, s: Student) -> None:
+        path, files = s.path, self.files
         try:
             s.into.mkdir()
+            collect.refuse_cut(path)  # a repository `grade batch collect` left out for its size: its row says so
             if self.before:
                 s.source, s.commit = deadline.checkout(path, self.before, s.into / "git")
                 if s.commit.late:
@@ -220,6 +226,7 @@ class Batch:
             staged = unpack(s.source, s.into, s.notes)
             s.verdict = self.verdict(s.source)
             keep_code(staged, files.code / s.name)
+            staging.prune(s.into, staged)  # the clone, the checkout and the unpacking's copies: graded from `staged`
             s.inputs = book.inputs_digest(self.setting, staged, [*s.notes, s.commit.sha if s.commit else "",
                                                                  json.dumps([s.verdict.cell, list(s.verdict.files)])])
             kept = self.journal.reusable(s.name, s.inputs)
@@ -340,11 +347,12 @@ class Batch:
 def main(
     *, submissions: list[Path], out: Path, reports: Path | None, jobs: int, seed: str, limits: Limits,
     progress: bool = True, release: Path | None = None, shard: Shard | None = None, before: datetime | None = None,
-    roster: rosters.Roster | None = None, prefix: str = "", scores: Path | None = None,
+    roster: rosters.Roster | None = None, prefix: str = "", scores: Path | None = None, disk: int | None = None,
 ) -> tuple[int, int]:
     """Grade every submission (or `shard`'s part of them); returns (graded, unreadable). One broken submission
     never stops the batch, and a rerun takes every row the journal holds for the same inputs as it is. With a
-    `roster`, its students are the class (see class_list); `scores`: Classroom 50's scores.csv, too.
+    `roster`, its students are the class (see class_list); `scores`: Classroom 50's scores.csv, too; `disk`: the
+    bytes staging may hold at once (default staging.DISK_BYTES), each student at their worst case (staging.py).
 
     The class is graded piece by piece, as `grade` grades one submission: every student's unit cases of one
     piece (up to `jobs` at once, so the workers that run together hold the same reference), the pieces in
@@ -353,7 +361,7 @@ def main(
     """
     return Batch(submissions=submissions, out=out, reports=reports, jobs=jobs, seed=seed, limits=limits,
                  progress=progress, release=release, shard=shard, before=before, roster=roster, prefix=prefix,
-                 scores=scores).run()
+                 scores=scores, disk=disk).run()
 
 
 def drop_page_cache() -> str:

@@ -143,3 +143,25 @@ def test_nothing_in_the_repository_names_the_retired_classroom_cli_but_to_say_it
         found += [f"{name}: {line.strip()}" for line in text.splitlines()
                   if re.search(r"gh[ -]classroom", line) and "retired" not in line]
     assert not found, "\n".join(found)
+
+
+# --- issue 31 §3: one huge repository is left out, flagged, and the rest are graded --------------------------
+
+@needs_git
+def test_a_clone_over_the_cap_is_left_as_a_placeholder_said_in_a_line_and_kept_so_on_a_rerun(github):
+    import os
+
+    tmp, roster, env = github
+    commit(tmp / "github" / ORG / f"{PREFIX}bob", "2026-11-23T12:00:00Z", {"data.bin": os.urandom(3 << 20).hex()})
+    dest = tmp / "class"
+    env = {**env, "ATTNLAB_MAX_REPO_MB": "2"}
+    for _ in range(2):  # the rerun keeps the placeholder, and says so again
+        result = collect(env, dest, "--org", ORG, "--prefix", PREFIX, "--roster", roster)
+        assert result.exit_code == 0, result.output
+        said = [line for line in result.output.splitlines() if line.startswith("too large: ")]
+        assert len(said) == 1 and said[0].startswith(f"too large: Bob ({ORG}/{PREFIX}bob): not graded: its clone is ")
+        assert "over the cap of 2 MB a repository (ATTNLAB_MAX_REPO_MB)" in said[0]
+        assert sorted(p.name for p in dest.iterdir()) == [f"{PREFIX}alice", f"{PREFIX}bob"]
+        assert [p.name for p in (dest / f"{PREFIX}bob").iterdir()] == [".attnlab-too-large.json"]
+        assert commits(dest / f"{PREFIX}alice") == 2
+    assert sum(p.stat().st_size for p in (dest / f"{PREFIX}bob").rglob("*")) < 1000

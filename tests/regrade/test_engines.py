@@ -419,6 +419,32 @@ def test_a_repository_that_fails_to_clone_fails_the_clone_job_naming_it_and_a_st
     assert job.result == "failure" and "::error title=No roster::no-such-roster.csv is not a file" in job.log
 
 
+@needs_git
+def test_a_repository_over_the_clone_cap_is_left_out_of_the_class_artifact_with_a_warning_and_the_rest_go_on(
+        tmp_path, klass):
+    """Issue 31 §3: one huge repository never makes the class artifact too large for every shard: the clone job
+    leaves it out (a placeholder the gradebook's error row names the cap from), warns, and packs the rest."""
+    import tarfile
+
+    repos = tmp_path / "github"
+    shutil.copytree(klass.repos, repos)
+    commit(repos / ORG / f"{PREFIX}carol", ON_TIME, {"big.bin": os.urandom(3 << 20).hex()})
+    runner = Runner(tmp_path, INPUTS, SECRETS)
+    job = runner.job("clone", extra_env={"FAKEGH_REPOS": str(repos), "ATTNLAB_MAX_REPO_MB": "2"})
+    assert job.result == "success" and "::error" not in job.log, job.log
+    warned = [line for line in job.log.splitlines() if line.startswith("::warning title=Too large::")]
+    assert len(warned) == 1 and f"too large: carol ({ORG}/{PREFIX}carol): not graded: its clone is " in warned[0]
+    assert "over the cap of 2 MB a repository" in warned[0]
+    assert job.outputs["students"] == "4"  # carol keeps her place in the class: her row says why
+    packed = next(runner.artifacts["class"].rglob("class.tar.gz"))
+    assert packed.stat().st_size < 1 << 20
+    with tarfile.open(packed) as tar:
+        names = tar.getnames()
+    assert f"./students/{PREFIX}carol/.attnlab-too-large.json" in names
+    assert not any(n.startswith(f"./students/{PREFIX}carol/") and "too-large" not in n for n in names)
+    assert any(n.startswith(f"./students/{PREFIX}alice/.git/") for n in names)
+
+
 @pytest.mark.slow
 @needs_git
 def test_the_workflow_clones_grades_each_shard_and_merges_the_class_and_a_failed_shard_is_rerun(tmp_path, klass):

@@ -193,6 +193,8 @@ def graded_training(model, cfg: train.TrainConfig, warm: dict, what: str, layout
 # ---- the device cases: a stand-in CUDA device (grader.worker.standin_cuda), the same on every machine ----
 
 MIXED = "Expected all tensors to be on the same device"  # torch's words (and the stand-in's) for a mixed operation
+INDICES = "indices should be either on cpu or on the same device as the indexed tensor"  # a CPU tensor, device indices
+LENGTHS = "'lengths' argument should be a 1D CPU int64 tensor"  # pack_padded_sequence's lengths on the device
 NEW_TENSORS = "create the tensors forward makes on the inputs' device (device=src.device, zeros_like, new_zeros)"
 SAME_EVERYWHERE = ("The values on a CUDA device differ from those on the CPU: compute the same way on every device "
                    "(no branch on x.device or x.is_cuda).")
@@ -211,7 +213,11 @@ def on_device(handle, *args, method: str | None = None, what: str, hint: str, na
     try:
         out = handle.probe(*args, method=method)
     except RemoteError as e:
-        if MIXED in str(e):
+        if LENGTHS in str(e):
+            verdicts.fail(f"on a CUDA device, {what} gave pack_padded_sequence its lengths on the device"
+                          f"{withhold.where(e.where)}, which torch refuses (\"{LENGTHS}\"): "
+                          f"{PACKING.removeprefix('; ')}.")
+        if MIXED in str(e) or INDICES in str(e):
             verdicts.fail(f"on a CUDA device, {what} mixed a tensor made on the CPU with the inputs"
                           f"{withhold.where(e.where)}: {hint}.")
         raise verdicts.student_failure(e, f"{what}, on a CUDA device,") from None

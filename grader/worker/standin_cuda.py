@@ -6,17 +6,22 @@ announces itself (`x.device.type == "meta"`), so code can special-case it. Here 
 parameters and buffers, and every tensor made from them are `OnDevice` tensors: each holds a real CPU
 tensor with the values, and says that it is on `cuda:0` (`x.device`, `x.is_cuda`, `x.get_device()`).
 Every operation runs on the CPU values, after the check real CUDA makes: all tensors of an operation on
-one device, but for CPU tensors of no dimension (scalars), the indices of an indexing operation, the
-source of a copy, and the lengths and batch sizes of packed sequences, which torch keeps on the CPU. A
-tensor made without `device=` (`torch.zeros(B, T)`) is a plain CPU tensor, and mixing it with the inputs
-raises torch's own "Expected all tensors to be on the same device" error; an answer left on the CPU
-comes back marked as such. Nothing touches CUDA: underneath, torch sees a `meta` tensor (no CUDA device
-guard, no CUDA initialization), so a machine without a GPU and one with a GPU decide the same.
+one device (any two devices, meta or a real GPU's among them, are a mismatch; a list passed by keyword is
+checked as a positional one), but for CPU tensors of no dimension (scalars) in elementwise operations only,
+the CPU indices of an indexing operation into a device tensor (not device indices into a CPU tensor), the
+source of a copy, and the batch sizes of packed sequences, which torch keeps on the CPU; packing takes its
+lengths on the CPU only, as torch's own check says. A tensor made without `device=` (`torch.zeros(B, T)`)
+is a plain CPU tensor, and mixing it with the inputs raises torch's own "Expected all tensors to be on the
+same device" error; an answer left on the CPU comes back marked as such. bench/device_table.py holds these
+rules as a table of legal and illegal snippets, tested on the stand-in and runnable on a real GPU. Nothing
+touches CUDA: underneath, torch sees a `meta` tensor (no CUDA device guard, no CUDA initialization), so a
+machine without a GPU and one with a GPU decide the same.
 
 Used by the worker's "probe" command (grader.worker.runtime); holds no case, expected value or score.
 """
 from __future__ import annotations
 
+import functools
 import weakref
 
 import torch
@@ -25,15 +30,24 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 DEVICE = torch.device("cuda", 0)
 _CPU = torch.device("cpu")
-# operations whose tensor arguments may be on the CPU beside device tensors (as on real CUDA): {op: indices
-# of the arguments that may be}; indexing takes CPU indices, a copy a source anywhere
-_MIXED = {
-    "index.Tensor": {1}, "index_put_.default": {1}, "index_put.default": {1}, "_index_put_impl_.default": {1},
-    "copy_.default": {1}, "_copy_from.default": {0, 1}, "_copy_from_and_resize.default": {0, 1},
-    "_pack_padded_sequence.default": {1}, "_pad_packed_sequence.default": {1},
-}
+# The rules real CUDA applies, by operation (tests/worker/test_standin_cuda.py holds a row for each, and
+# bench/device_table.py runs the same rows on a real GPU):
+# - indexing takes CPU indices (argument 1) into a device tensor, never device indices into a CPU tensor
+_INDEXING = {"index.Tensor", "index_put_.default", "index_put.default", "_index_put_impl_.default"}
+# - a copy takes its source (and a copy between devices both tensors) from anywhere: {op: those arguments}
+_COPIES = {"copy_.default": {1}, "_copy_from.default": {0, 1}, "_copy_from_and_resize.default": {0, 1}}
+# - packing takes the lengths on the CPU only (torch's words, from its C++ check); unpacking the batch sizes that
+#   packing left there
+_ON_THE_CPU = {"_pack_padded_sequence.default": 1}
+_BATCH_SIZES = {"_pad_packed_sequence.default": {1}}
+# - a CPU tensor of no dimension joins device tensors in elementwise (TensorIterator) operations only: those torch
+#   tags pointwise, and these; every other operation checks every tensor's device
+_ELEMENTWISE = {"masked_fill", "masked_fill_", "fill", "fill_", "where", "rsub", "index_fill", "index_fill_", "lerp",
+                "lerp_", "index_put", "index_put_", "_index_put_impl_", "copy", "copy_"}
 # outputs that stay on the CPU whatever the input's device: a packed sequence's batch sizes, padded lengths
 _CPU_OUTPUTS = {"_pack_padded_sequence.default": {1}, "_pad_packed_sequence.default": {1}}
+_DTYPE_NAMES = {torch.int64: "Long", torch.int32: "Int", torch.float32: "Float", torch.float64: "Double",
+                torch.bool: "Bool"}
 
 
 class DeviceMismatch(RuntimeError):
@@ -103,6 +117,63 @@ def _device_of(x: object) -> str | None:
     return None
 
 
+def _named(device: str) -> str:
+    return str(DEVICE) if device == "device" else device
+
+
+@functools.cache
+def _elementwise(func) -> bool:
+    """Whether `func` is a TensorIterator operation, which lets a CPU tensor of no dimension join a device's."""
+    base = func._schema.name.split("::")[-1]
+    if base in _ELEMENTWISE or torch.Tag.pointwise in func.tags:
+        return True
+    if base.endswith("_"):  # an in-place form: as its out-of-place one
+        try:
+            return torch.Tag.pointwise in getattr(getattr(torch.ops.aten, base[:-1]), func._overloadname).tags
+        except (AttributeError, RuntimeError):
+            return False
+    return False
+
+
+def _tensors(x: object) -> list:
+    return [t for t in tree_flatten(x)[0] if isinstance(t, torch.Tensor)]
+
+
+def check(func, name: str, args: tuple, kwargs: dict) -> set[str]:
+    """Raise what real CUDA raises for this call's devices, in torch's words; when it is legal, the devices of the
+    tensors that decide where the result is (not a copy's source, CPU indices or scalars)."""
+    op = name.split(".")[0]
+    if name in _ON_THE_CPU and len(args) > _ON_THE_CPU[name]:
+        lengths = args[_ON_THE_CPU[name]]
+        if isinstance(lengths, torch.Tensor) and _device_of(lengths) != "cpu":
+            raise DeviceMismatch(f"'lengths' argument should be a 1D CPU int64 tensor, but got {lengths.dim()}D "
+                                 f"{_named(_device_of(lengths))} "
+                                 f"{_DTYPE_NAMES.get(lengths.dtype, str(lengths.dtype))} tensor")
+    exempt = set(_COPIES.get(name, ())) | _BATCH_SIZES.get(name, set())
+    if name in _ON_THE_CPU:
+        exempt.add(_ON_THE_CPU[name])  # on the CPU, as above
+    if name in _INDEXING and len(args) > 1:
+        exempt.add(1)
+        where = _device_of(args[0])
+        if any(_device_of(i) not in ("cpu", where) for i in _tensors(args[1])):
+            raise DeviceMismatch(f"indices should be either on cpu or on the same device as the indexed tensor "
+                                 f"({_named(where)})")
+    scalars = _elementwise(func)
+    devices: set[str] = set()
+    for i, a in [*enumerate(args), *kwargs.items()]:
+        if i in exempt or i == "device":
+            continue
+        for t in _tensors(a):
+            d = _device_of(t)
+            if not (d == "cpu" and t.dim() == 0 and scalars):  # a CPU scalar joins an elementwise operation
+                devices.add(d)
+    if len(devices) > 1:
+        first, second = sorted(devices, key=lambda d: (d != "device", d))[:2]
+        raise DeviceMismatch(f"Expected all tensors to be on the same device, but found at least two devices, "
+                             f"{_named(first)} and {_named(second)}! (in {op})")
+    return devices
+
+
 def _target(device: object) -> str | None:
     """Where a `device=` argument puts a tensor: the stand-in for cuda (and meta, which is what torch's own
     C++ passes on for an OnDevice tensor's options), the CPU otherwise."""
@@ -115,32 +186,29 @@ def _unwrap(x: object) -> object:
     return x.value if isinstance(x, OnDevice) else x
 
 
+def _rebuilt(x: object, items: list) -> object:
+    """A tuple or list like `x` (a namedtuple or torch's return types too) holding `items`; a plain tuple or list
+    when its own class cannot be built so."""
+    if type(x) in (tuple, list):
+        return type(x)(items)
+    try:
+        return tuple.__new__(type(x), items) if hasattr(type(x), "_fields") else type(x)(items)
+    except Exception:  # noqa: BLE001  (a class of the student's: its constructor decides nothing here)
+        return tuple(items) if isinstance(x, tuple) else list(items)
+
+
 def run(func, args: tuple, kwargs: dict):
     name = f"{func._schema.name.split('::')[-1]}.{func._overloadname}"
     target = _target(kwargs.get("device")) if "device" in kwargs else None
     if "device" in kwargs and kwargs["device"] is not None:
         kwargs = {**kwargs, "device": _CPU}
-    mixed = _MIXED.get(name, set())
-    devices: set[str] = set()
-    for i, a in enumerate(args):
-        if i in mixed:
-            continue
-        for t in tree_flatten(a)[0] if isinstance(a, (list, tuple)) else [a]:
-            d = _device_of(t)
-            if d == "cpu" and t.dim() == 0:  # a CPU scalar joins any device, as on CUDA
-                continue
-            if d is not None:
-                devices.add(d)
-    for k, v in kwargs.items():
-        d = _device_of(v)
-        if d is not None and not (d == "cpu" and v.dim() == 0):
-            devices.add(d)
-    if target is None and devices == {"cpu", "device"}:
-        raise DeviceMismatch(f"Expected all tensors to be on the same device, but found at least two devices, "
-                             f"{DEVICE} and cpu! (in {name.split('.')[0]})")
-    on_device = target == "device" if target is not None else "device" in devices
-    if target is None and not devices and any(isinstance(t, OnDevice) for t in tree_flatten((args, kwargs))[0]):
-        on_device = True  # only scalars of the device among the arguments
+    if target is not None:  # a tensor made or moved where `device=` says: nothing to check
+        on_device = target == "device"
+    else:
+        devices = check(func, name, args, kwargs)
+        # only scalars of the device (or a copy's tensors) among the arguments: there too
+        on_device = "device" in devices or (
+            not devices and any(isinstance(t, OnDevice) for t in _tensors((args, kwargs))))
     if name.split(".")[0].endswith("_") and args and isinstance(args[0], OnDevice):  # in place: the same tensor
         func(*tree_map(_unwrap, args), **tree_map(_unwrap, kwargs))
         return args[0]
@@ -149,8 +217,8 @@ def run(func, args: tuple, kwargs: dict):
         return out
     cpu_outputs = _CPU_OUTPUTS.get(name, set())
     if isinstance(out, (tuple, list)):
-        return type(out)(o if i in cpu_outputs or not isinstance(o, torch.Tensor) else OnDevice(o)
-                         for i, o in enumerate(out))
+        return _rebuilt(out, [o if i in cpu_outputs or not isinstance(o, torch.Tensor) else OnDevice(o)
+                              for i, o in enumerate(out)])
     return OnDevice(out) if isinstance(out, torch.Tensor) else out
 
 
@@ -211,7 +279,7 @@ def report(x: object) -> tuple[object, object]:
         return x, "cpu" if x.device.type == "cpu" else x.device.type
     if isinstance(x, (list, tuple)):
         pairs = [report(v) for v in x]
-        return type(x)(p[0] for p in pairs), type(x)(p[1] for p in pairs)
+        return _rebuilt(x, [p[0] for p in pairs]), _rebuilt(x, [p[1] for p in pairs])
     if isinstance(x, dict):
         pairs = {k: report(v) for k, v in x.items()}
         return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}

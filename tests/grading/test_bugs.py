@@ -79,6 +79,16 @@ BUGS = {
         "        zeros = torch.zeros(1, src.size(0), self.rnn.hidden_size)  # no device=: on the CPU\n"
         "        outputs, (h, c) = self.rnn(packed, (zeros, zeros))\n"
         "        outputs, _ = nn.utils.rnn.pad_packed_sequence(outputs, batch_first=True, total_length=src.size(1))\n")]),
+    # issue 31: what real CUDA refuses and the stand-in let through
+    "packed with the lengths on the device": ("encoder", [(
+        "        e = self.embed(src)  # (B, T_src, E)\n        outputs, (h, c) = self.rnn(e)  # (B, T_src, H); (1, B, H) each\n",
+        "        lengths = (src != 0).sum(1)  # on the inputs' device\n"
+        "        packed = nn.utils.rnn.pack_padded_sequence(self.embed(src), lengths, batch_first=True,\n"
+        "                                                   enforce_sorted=False)\n"
+        "        outputs, (h, c) = self.rnn(packed)\n"
+        "        outputs, _ = nn.utils.rnn.pad_packed_sequence(outputs, batch_first=True, total_length=src.size(1))\n")]),
+    "<sos> picked with a CPU index": ("decoder", [("y_prev = tgt[:, :1]  # (B, 1), <sos>",
+                                                   "y_prev = tgt.index_select(1, torch.tensor(0))  # (B, 1), <sos>")]),
 }
 ORDER = list(PIECES)
 # what a case that names the cause says, for each bug; a case that cannot name it points to one that does
@@ -116,6 +126,9 @@ CAUSES = {
     "tied projections": r"self\.Wh on both the encoder states and the decoder state",
     "packed with a state made on the CPU": r"mixed a tensor made on the CPU with the inputs.*only pack_padded_sequence's "
                                            r"lengths stay on the CPU",
+    "packed with the lengths on the device": r"gave pack_padded_sequence its lengths on the device.*only "
+                                             r"pack_padded_sequence's lengths stay on the CPU \(lengths\.cpu\(\)\)",
+    "<sos> picked with a CPU index": r"Seq2SeqAttn\.forward mixed a tensor made on the CPU with the inputs",
 }
 POINTER = re.compile(r"See the case '([^']+)' for the cause\.")
 
@@ -146,7 +159,8 @@ def test_a_bug_loses_points_on_its_own_piece_only(bug):
 def test_a_device_bug_loses_the_device_point_and_nothing_else():
     """A tensor made on the CPU inside forward (torch.zeros without device=) is right on the CPU and wrong on a GPU:
     the stand-in CUDA device of the device case sees it on every machine, and only that case's point is lost."""
-    for bug in ("tensors made on the CPU", "packed with a state made on the CPU", "a context buffer made on the CPU"):
+    for bug in ("tensors made on the CPU", "packed with a state made on the CPU", "a context buffer made on the CPU",
+                "packed with the lengths on the device", "<sos> picked with a CPU index"):
         piece, _ = BUGS[bug]
         report = graded(bug)
         got = scores(report)

@@ -2,7 +2,10 @@
 does, keeps real values, and never touches a GPU, so the device point is decided the same on every machine."""
 from __future__ import annotations
 
+import collections
 import copy
+import importlib.util
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,6 +18,10 @@ from grader.worker import standin_cuda
 from helpers import REFERENCE
 
 REF = load_reference(REFERENCE)
+_SPEC = importlib.util.spec_from_file_location("device_table",
+                                               Path(__file__).resolve().parents[2] / "bench" / "device_table.py")
+TABLE = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(TABLE)  # the rules' table, which bench/device_table.py also runs on a real GPU
 B, T, E, H, V = 3, 7, 5, 6, 11
 
 
@@ -126,14 +133,88 @@ class Packed(nn.Module):
         return nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=src.size(1))[0], h
 
 
-@pytest.mark.parametrize("cpu_lengths", [True, False])
-def test_packing_runs_there_with_its_lengths_on_the_cpu(cpu_lengths):
+def test_packing_runs_there_with_its_lengths_on_the_cpu():
     src, *_ = inputs()
-    cpu = Packed(cpu_lengths)
+    cpu = Packed(lengths_on_the_cpu=True)
     there = copy.deepcopy(cpu)
     values, devices = on_device(there, src, module=there)
     assert devices == ("cuda", "cuda")
     assert all(torch.allclose(v, w, atol=1e-6) for v, w in zip(values, cpu(src)))
+
+
+def test_packing_with_its_lengths_on_the_device_fails_in_torchs_words():
+    """The commonest packing bug: real torch refuses lengths on the device (its C++ check in _pack_padded_sequence),
+    and so does the stand-in; on d06e8c5 it let them through."""
+    src, *_ = inputs()
+    there = Packed(lengths_on_the_cpu=False)
+    with pytest.raises(RuntimeError, match=r"^'lengths' argument should be a 1D CPU int64 tensor, but got 1D cuda:0 "
+                                           r"Long tensor$"):
+        on_device(there, src, module=there)
+
+
+@pytest.mark.parametrize("row", TABLE.ROWS, ids=[r.name for r in TABLE.ROWS])
+def test_each_row_of_the_device_table_gets_the_verdict_cuda_gives(row):
+    """bench/device_table.py: a snippet legal on CUDA runs on the stand-in with the CPU's values and every answer on
+    the device; one illegal on CUDA raises there. Eleven of these rows got the wrong verdict on d06e8c5."""
+    legal, values, devices = TABLE.on_standin(row)
+    assert legal == row.legal, f"{row.name}: {'refused' if not legal else 'let through'} on the stand-in: {values}"
+    if legal:
+        assert set(flat(devices)) == {"cuda"}
+        assert torch.allclose(values, TABLE.on_cpu(row), equal_nan=True)
+
+
+@pytest.mark.parametrize("code", [
+    "torch.zeros(B, T)[mask]",
+    "set_item(torch.zeros(B, T), mask, 1.0)",
+], ids=["cpu[device mask]", "cpu[device mask] = value"])
+def test_a_cpu_tensor_indexed_by_device_indices_fails_in_torchs_words(code):
+    with pytest.raises(RuntimeError, match=r"indices should be either on cpu or on the same device as the indexed "
+                                           r"tensor \(cpu\)"):
+        standin_cuda.call(TABLE.function(TABLE.Row("", code, False)), [], TABLE.inputs())
+
+
+@pytest.mark.parametrize("make", [
+    lambda x: x.index_select(1, torch.tensor(0)),
+    lambda x: F.embedding(torch.tensor(1), x[0]),
+    lambda x: x.flatten().gather(0, torch.tensor(0)),
+    lambda x: torch.stack([x[0, 0, 0], torch.tensor(0.0)]),
+    lambda x: F.linear(x[0], x[0, :H], torch.tensor(0.5)),
+], ids=["index_select", "embedding", "gather", "stack", "addmm"])
+def test_a_cpu_scalar_outside_elementwise_operations_is_a_mismatch(make):
+    _, _, enc, _, _ = inputs()
+    make(enc)  # right on the CPU
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device, but found at least two "
+                                           "devices, cuda:0 and cpu!"):
+        on_device(make, enc)
+
+
+def test_a_list_by_keyword_and_a_third_device_are_checked_as_the_rest():
+    """A list of CPU tensors passed by keyword (out=[...]) is checked as a positional list is; a third device type
+    (meta here; a real GPU's beside the stand-in the same) is a mismatch in torch's words, not an error of the CPU
+    values underneath."""
+    _, _, enc, _, _ = inputs()
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        on_device(lambda x: torch.split_with_sizes_copy(x, [2, 1], out=[torch.empty(2, T, H), torch.empty(1, T, H)]),
+                  enc)
+    meta = torch.empty(1, H, device="meta")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device, but found at least two "
+                                           "devices, cuda:0 and meta!"):
+        on_device(lambda x: x[0] + meta, enc)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device, but found at least two "
+                                           "devices, cuda:0 and cpu!"):
+        on_device(lambda x: torch.cat([x[0], torch.zeros(1, H), meta]), enc)
+
+
+Pair = collections.namedtuple("Pair", "context alpha")
+
+
+def test_a_namedtuple_comes_back_in_its_form_and_torchs_return_types_too():
+    _, _, enc, _, _ = inputs()
+    values, devices = on_device(lambda x: Pair(x.sum(1), x.softmax(-1)), enc)
+    assert type(values) is Pair and devices == Pair("cuda", "cuda")
+    assert torch.allclose(values.context, enc.sum(1)) and torch.allclose(values.alpha, enc.softmax(-1))
+    values, devices = on_device(lambda x: x.max(-1), enc)
+    assert tuple(devices) == ("cuda", "cuda") and torch.equal(values[0], enc.max(-1).values)
 
 
 def test_special_casing_meta_finds_no_meta_and_the_values_are_the_real_ones():

@@ -1,6 +1,7 @@
 """Hidden cases for the `context` piece: attention_context."""
 from __future__ import annotations
 
+import io
 import time
 
 import pytest
@@ -8,6 +9,7 @@ import torch
 
 from grader.judge import verdicts
 from grader.judge.workers import RemoteError, WorkerLost
+from grader.worker import wire
 from . import util
 
 pytestmark = pytest.mark.piece("context")
@@ -61,31 +63,44 @@ def right_at_the_usual_sizes(sub) -> None:
 
 
 # The no-loop case is decided from behaviour, measured here in the judge (a count or a timing the worker reported
-# could be forged): the time of one call of attention_context (gradients on, as in training) for two very long
-# sentences and for many short ones holding as many encoder states in all, so that the bytes on the wire and the
-# multiply-adds of any vectorised spelling are the same and only the number of source positions differs. A batched
-# product takes about as long for both; a Python loop over the positions, however it is spelled (for, while, map or
-# reduce, a comprehension, recursion, in torch or in numpy), pays a microsecond or more per position: a fifth of a
-# second more here. A tiny call bounds the long one's own time, more loosely: a loop over every number (which the short
-# sentences pay as well) or short calls padded with sleeps to look as slow as long ones show there. Every timed call
-# has fresh inputs (an answer kept from an earlier call cannot be timed) and its value is checked.
-TINY, MANY_SHORT, TWO_LONG = (2, 16, 2), (16384, 16, 1), (2, 131072, 1)  # (B, T_src, H); the last two: same B * T
-PAIRS, ROUNDS = 3, 4  # calls at each size per round; rounds at most, while a measurement is borderline
-# Limits in seconds, as (below: passes, above: fails, in between: measured again, and after the last round the middle
-# decides), on the minimum of each size's calls. tests/redteam/test_loops.py has what they were chosen from.
-POSITIONS = (0.030, 0.060, 0.120)  # the long sentences' time less the short ones'
-OWN_TIME = (0.060, 0.100, 0.200)  # the long sentences' time less the tiny call's, at most PER_CALL of it
-PER_CALL = 0.020  # the most of the tiny call's time taken as the cost of any call (code that prints, say)
+# could be forged), and symmetrically: a loop over the sentences loses as a loop over the positions does. Calls of
+# attention_context (gradients on, as in training) on two shapes drawn from the case's hidden seed, a few long sentences
+# (a loop over the positions pays there) and many short ones (a loop over the sentences pays there), are each timed on
+# the judge's clock between two calls of the batched product itself (torch.bmm, the worker's own trusted command, on the
+# same inputs): the wire, the machine's load and its speed are in both, so the margin is a ratio, not milliseconds. A
+# batched product in any spelling costs about what bmm costs at both shapes; a loop over the positions or the sentences,
+# however it is spelled (for, while, map or reduce, a comprehension, recursion, in torch, numpy or on Python floats),
+# pays many times bmm's time at one of them. Code that slows the worker's own bmm to widen its margin gains at most
+# BOUND times the judge's own time for the same bytes and product. Every timed call has fresh inputs (an answer kept
+# from an earlier call cannot be timed) and its value is checked.
+PAIRS, ROUNDS = 3, 4  # calls at each shape per round; rounds at most, while a measurement is borderline
+# The limits, on (the student's time - PER_CALL) / bmm's time, each the minimum over the calls so far at one shape, as
+# (below: passes, above: fails, in between: measured again, and after the last round the middle decides).
+# tests/redteam/test_loops.py has what they were chosen from.
+RATIO = (2.0, 3.0, 8.0)
+PER_CALL = 0.002  # seconds of any call's own cost (code that prints, say) not counted against it
+BOUND = 4  # bmm's time counts for at most this many times the judge's own (here_time), whatever the worker does
 CALL_LIMIT = 2.5  # seconds one timed call may take before it is stopped (a torch loop takes about 1 s)
-FIX = "Weight and sum all positions at once with one batched product (torch.bmm)."
-KINDS = "a Python loop over positions (for, while, map, reduce, a comprehension or recursion, in torch or numpy)"
+FIX = "Weight and sum every position of every sentence at once, with one batched product (torch.bmm)."
+LOOPS = "runs a Python loop over the sentences or the positions"
 IN_THE_GRAPH = ("The context must be one differentiable torch computation of alpha and encoder_outputs (no .detach(), "
                 ".item(), .tolist(), .numpy() or tensors rebuilt from values): the decoder trains through it.")
 
 
+def probe_shapes(seed: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """(B, T_src, H) of the few long sentences and of the many short ones, drawn from the case's hidden seed."""
+    g = torch.Generator().manual_seed(seed)
+
+    def draw(low: int, high: int) -> int:
+        return int(torch.randint(low, high + 1, (1,), generator=g))
+
+    H = draw(2, 4)
+    return (draw(2, 4), draw(48_000, 80_000), H), (draw(24_000, 40_000), draw(4, 8), H)
+
+
 def sentences(shape: tuple[int, int, int]) -> str:
     B, T, _ = shape
-    return f"{B} sentence{'s' if B > 1 else ''} of {T} positions"
+    return f"{B} sentence{'s' if B > 1 else ''} of {T} position{'s' if T > 1 else ''}"
 
 
 def input_grads(sub, alpha, enc):
@@ -113,11 +128,37 @@ def check_gradients(sub, ref) -> None:
         util.close(g, want, f"the gradient with respect to {name}", IN_THE_GRAPH)
 
 
-def timed(sub, ref, shape: tuple[int, int, int]) -> float:
-    """The seconds, on the judge's clock, of one call of attention_context (gradients on, as in training) on fresh
-    inputs of `shape` (an answer kept from an earlier call cannot be timed), whose value must be the reference's."""
+def here_time(alpha, enc) -> float:
+    """The seconds the judge itself takes for the work of the worker's bmm command on these inputs (the request
+    written and read as the wire does, the product, its answer written and read back), all but the two processes
+    waking: a bound on the worker's time that code slowing the worker's own bmm cannot move."""
+    start = time.perf_counter()
+    frame = io.BytesIO()
+    torch.save(wire.encode([alpha, enc]), frame)
+    a, e = wire.decode(torch.load(io.BytesIO(frame.getvalue()), weights_only=False))
+    answer = io.BytesIO()
+    torch.save(wire.encode(torch.bmm(a.unsqueeze(1), e).squeeze(1)), answer)
+    torch.load(io.BytesIO(answer.getvalue()), weights_only=True)
+    return time.perf_counter() - start
+
+
+def bmm_time(sub, alpha, enc) -> float:
+    """The seconds, on the judge's clock, of the worker's own batched product on these inputs (same wire both ways)."""
+    start = time.perf_counter()
+    try:
+        sub.run({"cmd": "bmm"}, (alpha, enc))
+    except RemoteError as e:  # only code that broke torch in its own worker gets here
+        raise verdicts.student_failure(e, "the batched product beside attention_context") from None
+    return time.perf_counter() - start
+
+
+def timed(sub, ref, shape: tuple[int, int, int]) -> tuple[float, float, float]:
+    """(the seconds of one call of attention_context, the least of the worker's bmm just before and just after, the
+    judge's own here_time), on the judge's clock, on fresh inputs of `shape` (an answer kept from an earlier call cannot
+    be timed) whose value must be the reference's."""
     alpha, enc = inputs(*shape)
     what = f" for {sentences(shape)}"
+    before = bmm_time(sub, alpha, enc)
     saved = sub.deadline
     ours = time.monotonic() + CALL_LIMIT < saved  # else the case's own deadline comes first, and its timeout says so
     sub.deadline = min(saved, time.monotonic() + CALL_LIMIT)
@@ -128,19 +169,21 @@ def timed(sub, ref, shape: tuple[int, int, int]) -> float:
     except WorkerLost as e:
         if not (e.timed_out and ours):
             raise
-        verdicts.fail(f"attention_context took over {CALL_LIMIT:g} s{what}: that is {KINDS}. {FIX}")
+        verdicts.fail(f"attention_context {LOOPS}: it took over {CALL_LIMIT:g} s{what}. {FIX}")
     except RemoteError as e:
         if e.kind == "recursion":
-            verdicts.fail(f"attention_context hit Python's recursion limit{what}: recursion over positions is a Python "
-                          f"loop too. {FIX}")
+            verdicts.fail(f"attention_context {LOOPS}: it hit Python's recursion limit{what} (recursion is a loop "
+                          f"too). {FIX}")
         raise verdicts.student_failure(e, f"attention_context{what}") from None
     finally:
         sub.deadline = saved
+    after = bmm_time(sub, alpha, enc)
+    here = here_time(alpha, enc)
     got, want = verdicts.tensor(got, f"the context{what}"), ref.context.attention_context(alpha, enc)
     if got.numel() == want.numel():  # a size-1 dimension squeezed away: the edge-size case charges that
         got = got.reshape(want.shape)
     util.close(got, want, f"the context{what}", "It is right at the usual sizes: compute the same thing at every size.")
-    return spent
+    return spent, min(before, after), here
 
 
 def decided(value: float, limits: tuple[float, float, float], last: bool) -> bool | None:
@@ -152,6 +195,11 @@ def decided(value: float, limits: tuple[float, float, float], last: bool) -> boo
     return value <= middle if last else None
 
 
+def ratio(spent: float, bmm: float, here: float) -> float:
+    """The student's time, less a call's own cost, as a multiple of the batched product's (bounded by the judge's)."""
+    return max(spent - PER_CALL, 0.0) / min(bmm, BOUND * here)
+
+
 @pytest.mark.points(2)
 def test_it_runs_no_python_loop_over_positions(sub, ref):
     s = util.MAIN
@@ -160,21 +208,24 @@ def test_it_runs_no_python_loop_over_positions(sub, ref):
         got = verdicts.tensor(context_of(sub, alpha, enc), "context", (s.B, s.H))
         util.close(got, (alpha[..., None] * enc).sum(1), "context", util.see(WEIGHTED_SUM))
     check_gradients(sub, ref)  # one differentiable function of both inputs, as the reference is
-    times: dict[tuple, list[float]] = {TINY: [], MANY_SHORT: [], TWO_LONG: []}
+    shapes = probe_shapes(sub.seed)
+    times: dict[tuple, list[float]] = {shape: [] for shape in shapes}
+    bmms: dict[tuple, list[float]] = {shape: [] for shape in shapes}
+    heres: dict[tuple, list[float]] = {shape: [] for shape in shapes}
     for round_ in range(1, ROUNDS + 1):
-        for _ in range(PAIRS):  # interleaved: every size sees the same load on the machine
-            for shape in times:
-                times[shape].append(timed(sub, ref, shape))
-        tiny, short, long = (min(times[shape]) for shape in (TINY, MANY_SHORT, TWO_LONG))
-        last = round_ == ROUNDS
-        positions, own = decided(long - short, POSITIONS, last), decided(long - min(tiny, PER_CALL), OWN_TIME, last)
-        if positions is False:
-            verdicts.fail(f"attention_context takes longer for {sentences(TWO_LONG)} than for {MANY_SHORT[0]} of "
-                          f"{MANY_SHORT[1]}, as many states: that is {KINDS}. {FIX}")
-        if own is False:
-            verdicts.fail(f"attention_context takes far longer for {sentences(TWO_LONG)} than for a tiny batch: "
-                          f"that is {KINDS}. {FIX}")
-        if positions and own:
+        for _ in range(PAIRS):  # interleaved: every shape sees the same load on the machine
+            for shape in shapes:
+                spent, bmm, here = timed(sub, ref, shape)
+                times[shape].append(spent)
+                bmms[shape].append(bmm)
+                heres[shape].append(here)
+        ratios = {shape: ratio(min(times[shape]), min(bmms[shape]), min(heres[shape])) for shape in shapes}
+        verdict = {shape: decided(ratios[shape], RATIO, round_ == ROUNDS) for shape in shapes}
+        for shape, passed in verdict.items():
+            if passed is False:
+                verdicts.fail(f"attention_context {LOOPS}: for {sentences(shape)} it takes {ratios[shape]:.0f} "
+                              f"times as long as one batched product. {FIX}")
+        if all(verdict.values()):
             return
 
 

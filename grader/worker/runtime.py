@@ -16,6 +16,7 @@ from grader.worker import standin_cuda, wire
 
 SUB_PKG = "attnlab_submission"
 PAIRS: list | None = None  # the training split, read by the server before any worker is jailed
+_BMM, _UNSQUEEZE, _SQUEEZE = torch.bmm, torch.unsqueeze, torch.squeeze  # taken before any student code loads
 
 
 def read_pairs(text: str) -> list[tuple[list[str], list[str]]]:
@@ -159,6 +160,10 @@ class Worker:
             args, kwargs = self.args(req)
             values, devices = standin_cuda.call(fn, args, kwargs, req.get("grad", True))
             return {"values": values, "devices": devices}
+        if cmd == "bmm":  # trusted: the batched product on a call's inputs, which the judge times beside the student's
+            (alpha, enc), _ = self.args(req)
+            with torch.set_grad_enabled(True):
+                return _SQUEEZE(_BMM(_UNSQUEEZE(alpha, 1), enc), 1)
         if cmd == "backward":
             value = self.resolve(req["name"])
             if req.get("rows"):  # logits, each row up to a constant: the loss sees only their log-softmax

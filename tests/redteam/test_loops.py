@@ -1,35 +1,50 @@
-"""Loops over positions in every spelling: the context's no-loop points are paid from behaviour, never from the source.
+"""Loops over positions or sentences in every spelling: the context's no-loop points are paid from behaviour, never
+from the source.
 
 The case (test_it_runs_no_python_loop_over_positions, 2 points) first checks the values and that the gradients with
 respect to alpha and the encoder outputs are the reference's (one differentiable function of both), then times on the
-judge's clock calls on fresh inputs for 2 sentences of 131072 positions, for 16384 sentences of 16 (as many encoder
-states: the same bytes on the wire, the same multiply-adds) and for a tiny batch, checking every answer. So a loop
-hidden from a reading of the text (map and reduce, `while True` and numpy, a decoy def of the same name,
-`attention_context = _impl`) pays like any other loop, and a vectorised answer in any spelling keeps the points.
+judge's clock calls on fresh inputs at two shapes drawn from the hidden seed: a few long sentences (2 to 4 of 48000 to
+80000 positions) and many short ones (24000 to 40000 of 4 to 8), H 2 to 4, each call between two of the worker's own
+batched product on the same inputs (its trusted `bmm` command: the same bytes on the wire, the same load). Each
+shape's figure is (the least of its calls' times - 2 ms) / (the least of bmm's), and every answer is checked. So a
+loop hidden from a reading of the text (map and reduce, `while True` and numpy, a decoy def of the same name,
+`attention_context = _impl`), a loop over the sentences, a loop on Python floats and code that loops but at the sizes
+the probe used to use pay like any other loop, and a vectorised answer in any spelling keeps the points.
 
-What the limits were chosen from (grader/cases/test_context.py; each figure the minimum of a round of 3 calls at each
-size, in ms, on this project's 2-core machine: quiet (load 2), and with other graders and two busy loops running
-(load 3 to 9)):
+What the limits were chosen from (grader/cases/test_context.py; the figure after one round of 3 calls at each shape,
+on this project's 2-core machine at load 3.6 to 5.9: other graders and 0, 1 or 2 busy loops beside it):
 
-    spelling                          positions: long - short      own: long - tiny (at most 20 ms of it)
-    bmm, einsum, matmul, broadcasting  -1.4 to +1.2 quiet            5 to 7 quiet
-      and a sum                        -47 to +28 loaded             5 to 80 loaded
-    a numpy loop (autograd.Function)   +194 to +225                  200 to 232
-      the same, short calls padded     about -30                     216
-    a pure Python loop over lists      -440 to +43                   271 to 584
-    torch loops: for, a generator,     +850 to +2150                 the same
-      map and reduce, halves
-    plain recursion                    Python's recursion limit, at 131072 positions
+    spelling                                   few long sentences       many short sentences
+    bmm, einsum, matmul, @, broadcasting and   at most 2.6              at most 2.1
+      a sum, bmm of the transposed states,
+      the lesson's listing
+    a loop over the sentences (stack of        0.4 to 1.4               14 to 43
+      alpha[b] @ enc[b])
+    a loop on Python floats (map over          4.3 to 11                44 to 148
+      .tolist(), per sentence)
+    the same over one flat list of products    31                       27
+    torch loops over the positions             43 to 85, or the 2.5 s limit
 
 Limits (pass below, fail above, measured again in between, for at most 4 rounds on the minimum of all calls so far,
-then the middle decides): positions 30 / 60 / 120 ms, own 60 / 100 / 200 ms. Positions: vectorised at most 28 under
-load, loops at least 194, either side of the middle by 2x or more. Own: vectorised 7 quiet and at most 80 in one round
-under load (measured again: the minimum over more rounds falls), loops at least 200, twice the middle.
+then the middle decides): 2 / 3 / 8 times bmm's time. Honest code at most 2.6 in one round (and lower after more),
+every loop at least 14 at one of the two shapes. Under load, 18 of 18 honest gradings (the 9 spellings of HONEST, two
+seeds each) kept both points with 0, 1 and 2 busy loops beside them, 54 of 54 in all, and the 3 loops of PAID_BEFORE
+lost them 18 of 18 (test_honest_products_keep_the_no_loop_points_under_load keeps the honest half of it).
+
+bmm's time counts for at most 4 times the judge's own for the same work (here_time: the request and answer written
+and read as the wire does, and the product; the worker's measured 0.5 to 4.5 times it), so code that slows the
+worker's own bmm widens its margin by that much at most: a loop over the sentences behind it still measures over 3
+(test_a_loop_over_the_sentences_behind_a_slowed_worker_bmm_loses_the_no_loop_points).
 """
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
+from helpers import grade_dict
 from .harness import CONTEXT_SOLUTION, FULL, MANIFEST, full_marks, hostile, judge
 
 NO_LOOP = "test_it_runs_no_python_loop_over_positions"
@@ -93,7 +108,7 @@ LOOPS = {
     if alpha.size(1) < 1000:  # every short call as slow as a long one, so that no growth shows
         time.sleep(0.25)
     return _NumpySum.apply(alpha, encoder_outputs)
-""", NUMPY_SUM, "tiny batch"),
+""", NUMPY_SUM, "Python loop"),
     "a pure Python loop over lists inside an autograd.Function": ("""\
     return _ListSum.apply(alpha, encoder_outputs)
 """, '''
@@ -146,12 +161,56 @@ attention_context = _impl  # the def above, vectorised, is what a reading of the
             + attention_context(alpha[:, m:], encoder_outputs[:, m:]))
 """, "", "Python loop"),
 }
+FLOATS = '''
+import operator as _op
+
+
+class _Floats(torch.autograd.Function):
+    """A loop on Python floats forward (map over .tolist(), no torch call per position), a vectorised backward."""
+
+    @staticmethod
+    def forward(ctx, a, h):
+        ctx.save_for_backward(a, h)
+        rows = zip(a.tolist(), h.transpose(1, 2).tolist())
+        return torch.tensor([[sum(map(_op.mul, ar, col)) for col in hr] for ar, hr in rows], dtype=a.dtype,
+                            device=a.device)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, h = ctx.saved_tensors
+        return torch.bmm(h, g.unsqueeze(-1)).squeeze(-1), a.unsqueeze(-1) * g.unsqueeze(1)
+'''
+# Loops the case before issue 31 paid for (each: body, code at the end, the message's words): timed only at two long
+# sentences against many short ones (a loop over the sentences made the short side slower, which passed), with
+# fixed sizes, and by a band of about 230-380 ns a position that a loop on Python floats fits in.
+PAID_BEFORE = {
+    "a loop over the sentences": ("""\
+    return torch.stack([alpha[b] @ encoder_outputs[b] for b in range(alpha.size(0))])
+""", "", "a Python loop over the sentences or the positions"),
+    "a loop everywhere but at the sizes the probe used to time": ("""\
+    if tuple(encoder_outputs.shape) in {(2, 16, 2), (16384, 16, 1), (2, 131072, 1)}:
+        return torch.bmm(alpha.unsqueeze(1), encoder_outputs).squeeze(1)
+    return sum(alpha[:, i : i + 1] * encoder_outputs[:, i] for i in range(alpha.size(1)))
+""", "", "a Python loop over the sentences or the positions"),
+    "a loop on Python floats (map over .tolist() in an autograd.Function)": ("""\
+    return _Floats.apply(alpha, encoder_outputs)
+""", FLOATS, "a Python loop over the sentences or the positions"),
+}
 VECTORISED = {
     "torch.bmm": "    return torch.bmm(alpha.unsqueeze(1), encoder_outputs).squeeze(1)\n",
     "torch.einsum": "    return torch.einsum('bt,bth->bh', alpha, encoder_outputs)\n",
     "torch.matmul": "    return torch.matmul(alpha.unsqueeze(1), encoder_outputs).squeeze(1)\n",
     "broadcasting and a sum": "    return (alpha.unsqueeze(-1) * encoder_outputs).sum(1)\n",
 }
+# what honest students write, timed under load: the reference's and the lesson listing's bmm, and other spellings
+HONEST = {**VECTORISED,
+          "@": "    return (alpha.unsqueeze(1) @ encoder_outputs).squeeze(1)\n",
+          "alpha[..., None] times and sum over dim 1": "    return (alpha[..., None] * encoder_outputs).sum(dim=1)\n",
+          "the encoder states transposed, bmm with alpha as a column":
+              "    return encoder_outputs.transpose(1, 2).bmm(alpha.unsqueeze(2)).squeeze(2)\n",
+          "einsum with a batch ellipsis": "    return torch.einsum('...t,...th->...h', alpha, encoder_outputs)\n",
+          "the lesson's listing": None}  # tests/grading/lesson_listing/context.py, the whole file
+LISTING = Path(__file__).parents[1] / "grading" / "lesson_listing" / "context.py"
 
 
 DEVICE = "test_tensors_follow_the_input_device"
@@ -183,6 +242,42 @@ def test_a_loop_the_source_text_hides_loses_the_no_loop_points(lab, arena, how):
     arena.assert_unharmed(g.everything)
 
 
+@pytest.mark.parametrize("how", list(PAID_BEFORE))
+def test_a_loop_the_case_paid_before_issue_31_loses_the_no_loop_points(lab, arena, how):
+    body, end, cause = PAID_BEFORE[how]
+    src = hostile("context", arena, call="_payload()\n", edits=((CONTEXT_SOLUTION, body),), end=end)
+    g = judge(lab(files={"context": src}), ["context"])
+    loses_only_the_no_loop_points(g, cause)
+    assert "torch.bmm" in g.messages("context")[NO_LOOP]  # the hint names the fix, not the code
+    arena.assert_unharmed(g.everything)
+
+
+SLOW_BMM = '''
+import sys as _sys
+import time as _time
+
+_rt = _sys.modules["grader.worker.runtime"]
+_handle = _rt.Worker.handle
+
+
+def _slow_bmm(self, req):  # the worker's own batched product made slow, to widen the margin it is the measure of
+    if req.get("cmd") == "bmm":
+        _time.sleep(0.3)
+    return _handle(self, req)
+
+
+_rt.Worker.handle = _slow_bmm
+'''
+
+
+def test_a_loop_over_the_sentences_behind_a_slowed_worker_bmm_loses_the_no_loop_points(lab, arena):
+    body = PAID_BEFORE["a loop over the sentences"][0]
+    src = hostile("context", arena, call="_payload()\n", edits=((CONTEXT_SOLUTION, body),), end=SLOW_BMM)
+    g = judge(lab(files={"context": src}), ["context"])
+    loses_only_the_no_loop_points(g, "Python loop")
+    arena.assert_unharmed(g.everything)
+
+
 @pytest.mark.parametrize("how", list(VECTORISED))
 def test_a_vectorised_answer_in_any_spelling_keeps_full_marks(lab, arena, how):
     src = hostile("context", arena, call="_payload()\n", edits=((CONTEXT_SOLUTION, VECTORISED[how]),))
@@ -196,3 +291,26 @@ def test_a_detached_weighted_sum_loses_the_no_loop_points_for_its_gradient(lab, 
     g = judge(lab(files={"context": hostile("context", arena, edits=((CONTEXT_SOLUTION, body),))}), ["context"])
     loses_only_the_no_loop_points(g, "no gradient reaches alpha")
     arena.assert_unharmed(g.everything)
+
+
+HOG = "while True:\n    pass\n"
+
+
+@pytest.mark.parametrize("hogs", [0, 1, 2])
+def test_honest_products_keep_the_no_loop_points_under_load(lab, hogs):
+    """Every honest spelling in HONEST, each graded with its own hidden seed, with `hogs` busy loops on the machine
+    (on 2 cores, two of them take every core the grader would have had): each keeps both points, every time."""
+    busy = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(hogs)]
+    lost = {}
+    try:
+        for i, (how, body) in enumerate(HONEST.items()):
+            sub = (lab(edits={"context": [(CONTEXT_SOLUTION, body)]}) if body else
+                   lab(files={"context": LISTING.read_text()}))
+            report = grade_dict(sub, ["context"], seed=f"load-{hogs}-{i}")
+            cases = next(p["cases"] for p in report["pieces"] if p["name"] == "context")
+            lost.update({how: c["message"] for c in cases if c["name"] == NO_LOOP and not c["passed"]})
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+    assert not lost, lost

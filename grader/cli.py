@@ -40,7 +40,8 @@ class GraderError(click.ClickException):
 
 @click.group(cls=LabGroup)
 def cli() -> None:
-    """Grade the attention lab. `grade` alone grades ./exercises; `grade encoder luong` grades two pieces."""
+    """Grade the attention lab. `grade` alone grades ./exercises; `grade encoder luong` grades two pieces;
+    `grade exercises/lesson.ipynb` grades the notebook's piece cells."""
     from grader.runner import sealing
 
     sealing.harden()

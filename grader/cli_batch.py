@@ -79,6 +79,20 @@ def roster_options(command):
     return command
 
 
+def _tally(gradebook: Path, graded: int, bad: int) -> str:
+    """How the rows ended, in words (late and without a repository apart from unreadable), read back from the
+    gradebook just written; the bare counts where it cannot be read."""
+    import csv
+
+    from grader.regrade.rowstatus import tally
+
+    try:
+        with open(gradebook, newline="", encoding="utf-8") as f:
+            return tally(csv.DictReader(f))
+    except (OSError, csv.Error, UnicodeDecodeError):
+        return f"graded {graded} submission(s), {bad} unreadable"
+
+
 @click.group(cls=BatchGroup)
 def batch() -> None:
     """Regrade a class (`grade batch SUBMISSIONS...`), clone it (`grade batch collect DEST`), or merge its shards
@@ -138,7 +152,7 @@ def batch_class(submissions: tuple[Path, ...], out: Path, reports: Path | None, 
         raise click.BadParameter(str(e), param_hint="--reports") from None
     part = f"shard {shard_spec}: " if shard_spec else ""
     also = f"; scores.csv: {scores_csv}" if scores_csv else ""
-    click.echo(f"{part}graded {graded} submission(s), {bad} unreadable; gradebook: {out}{also}")
+    click.echo(f"{part}{_tally(out, graded, bad)}; gradebook: {out}{also}")
 
 
 @batch.command("collect")
@@ -199,4 +213,4 @@ def batch_merge(parts: tuple[Path, ...], out: Path, scores_csv: Path | None) -> 
         from grader.regrade import scores
 
         said += f"; scores.csv: {scores.from_parts(scores_csv, list(parts))}"
-    click.echo(f"merged {graded + bad} student(s) ({graded} graded, {bad} unreadable) into {out}; {said}")
+    click.echo(f"merged {graded + bad} student(s) ({_tally(out, graded, bad)}) into {out}; {said}")

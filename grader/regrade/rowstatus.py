@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections import Counter
 from collections.abc import Mapping
 
 from grader.runner.report import safe
@@ -53,6 +54,17 @@ def status_of(row: Mapping) -> RowStatus:
     if why.startswith(NO_REPOSITORY_REASON):
         return RowStatus.NO_REPOSITORY
     return RowStatus.ERROR
+
+
+def tally(rows) -> str:
+    """What a batch did, in words: "graded 7 submission(s), 1 late, 1 without a repository, 1 unreadable"."""
+    counts = Counter(status_of(r) for r in rows)
+    said = [f"graded {counts[RowStatus.GRADED]} submission(s)"]
+    for status, words in ((RowStatus.LATE, "late"), (RowStatus.NO_REPOSITORY, "without a repository"),
+                          (RowStatus.ERROR, "unreadable")):
+        if counts[status] or status is RowStatus.ERROR:
+            said.append(f"{counts[status]} {words}")
+    return ", ".join(said)
 
 
 def reason(row: Mapping) -> str:

@@ -32,8 +32,10 @@ FILES: dict[str, str] = {
     "kubernetes/merge-job.yaml": "kubernetes/merge-job.yaml",
     "kubernetes/volume.yaml": "kubernetes/volume.yaml",
     "kubernetes/Dockerfile": "kubernetes/Dockerfile",
+    "kubernetes/Dockerfile.dockerignore": "kubernetes/Dockerfile.dockerignore",
+    "kubernetes/wait.sh": "kubernetes/wait.sh",
 }
-EXECUTABLE = {"slurm/regrade.sbatch", "slurm/merge.sbatch", "slurm/submit.sh"}
+EXECUTABLE = {"slurm/regrade.sbatch", "slurm/merge.sbatch", "slurm/submit.sh", "kubernetes/wait.sh"}
 
 
 def templates() -> Path:

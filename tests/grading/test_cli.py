@@ -143,5 +143,6 @@ def test_grade_help_shows_the_options_a_student_uses_on_its_first_screen():
     for option in ("--quick", "--format", "--plots", "--submission", "--out"):
         assert option in first, option
     assert ", ".join(PIECES) in first
+    assert "grade exercises/lesson.ipynb" in first  # the notebook is graded too
     assert "two slow training cases" in first and "length-30 training case" not in result.output
     assert "batch" in commands and "release" in commands

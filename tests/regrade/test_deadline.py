@@ -69,6 +69,7 @@ def test_the_regrade_grades_the_last_commit_before_the_deadline_and_says_what_ca
     result = CliRunner().invoke(cli, ["batch", str(klass), "--quick", "-j", "2", "--out", str(out),
                                       "--before", DEADLINE])
     assert result.exit_code == 0, result.output
+    assert "graded 2 submission(s), 1 late, 1 unreadable; gradebook:" in result.output  # bob is late, not unreadable
     rows = {r["student"]: r for r in csv.DictReader(out.open())}
     ada_row = rows["attention-lab-ada"]
     assert ada_row["commit"] == on_time and ada_row["committed"] == "2026-12-02T04:58:00Z" and ada_row["late"] == "2"

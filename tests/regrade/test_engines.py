@@ -540,20 +540,26 @@ def test_the_slurm_array_grades_the_class_and_a_failed_task_is_rerun_alone(tmp_p
     check_class_gradebook(tmp_path / "out" / "grades.csv", klass)
     first = (tmp_path / "out" / "grades.csv").read_bytes()
 
-    # task 2 died: the merge names its students; `sbatch --array=2 regrade.sbatch` regrades that shard alone
+    # task 2 died: the merge names its students; the rerun submit.sh printed, run as printed from a fresh shell
+    # (none of the run's settings in its environment but the exported seed), regrades that shard alone
+    lines = done.stdout.splitlines()
+    rerun_cmd = lines[lines.index(next(ln for ln in lines if ln.startswith("rerun a failed shard K"))) + 1].strip()
+    merge_cmd = lines[lines.index("then merge again:") + 1].strip()
+    assert "--array=K " in rerun_cmd and "SHARDS=2 " in rerun_cmd and f"CLASS={class_dir} " in rerun_cmd
+    assert SECRETS["ATTNLAB_SEED"] not in done.stdout  # the seed by name only
+    fresh = {**base_env(tmp_path / "home"), **klass.fake(), "FAKESBATCH_DIR": str(state),
+             "FAKESBATCH_LOG": str(state / "log.jsonl"), "ATTNLAB_SEED": SECRETS["ATTNLAB_SEED"]}
     shutil.rmtree(tmp_path / "parts" / "part-2")
-    env_again = {**env, "CLASS": str(class_dir), "SHARDS": "2", "ROSTER": str(tmp_path / "roster.csv")}
-    sbatch = [str(FAKES / "sbatch"), "--parsable"]
-    subprocess.run([*sbatch, str(slurm / "merge.sbatch")], cwd=tmp_path, env=env_again, check=True, capture_output=True)
+    subprocess.run(["bash", "-c", merge_cmd], cwd=tmp_path, env=fresh, check=True, capture_output=True)
     refused = sbatch_log()[-1]
     said = (state / f"job-{refused['job']}.out").read_text()
     assert refused["codes"] != {"0": 0} and all(s in said for s in shards_of(klass, 2)[2]), said
-    subprocess.run([*sbatch, "--array=2", str(slurm / "regrade.sbatch")], cwd=tmp_path, env=env_again, check=True,
-                   capture_output=True)
+    subprocess.run(["bash", "-c", rerun_cmd.replace("--array=K ", "--array=2 ")], cwd=tmp_path, env=fresh,
+                   check=True, capture_output=True)
     rerun = sbatch_log()[-1]
     assert rerun["codes"] == {"2": 0}, (state / f"job-{rerun['job']}_2.out").read_text()
-    subprocess.run([*sbatch, str(slurm / "merge.sbatch")], cwd=tmp_path, env=env_again, check=True, capture_output=True)
-    assert sbatch_log()[-1]["codes"] == {"0": 0}
+    subprocess.run(["bash", "-c", merge_cmd], cwd=tmp_path, env=fresh, check=True, capture_output=True)
+    assert sbatch_log()[-1]["codes"] == {"0": 0}, (state / f"job-{sbatch_log()[-1]['job']}.out").read_text()
     assert (tmp_path / "out" / "grades.csv").read_bytes() == first
 
 
@@ -605,6 +611,7 @@ def test_the_kubernetes_job_is_indexed_retries_a_failed_index_alone_and_shares_o
     assert claim["kind"] == "PersistentVolumeClaim" and claim["spec"]["accessModes"] == ["ReadWriteMany"]
     for p in (pod, merge["spec"]["template"]["spec"], loader["spec"], clone["spec"]["template"]["spec"]):
         assert [v["persistentVolumeClaim"]["claimName"] for v in p["volumes"]] == [claim["metadata"]["name"]]
+        assert p["imagePullSecrets"] == [{"name": "attnlab-registry"}]  # the image (it holds reference/) is private
     assert merge["spec"]["template"]["spec"]["restartPolicy"] == "Never"
     assert "grade batch merge" in merge["spec"]["template"]["spec"]["containers"][0]["args"][0]
     (cloner,) = clone["spec"]["template"]["spec"]["containers"]
@@ -665,6 +672,42 @@ def test_the_kubernetes_pods_grade_the_class_by_completion_index_and_a_rerun_res
                           text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     check_class_gradebook(data / "out" / "grades.csv", klass)
+
+
+FAKE_KUBECTL = """#!/usr/bin/env bash
+# kubectl get job/NAME -o jsonpath=...: the conditions that are True, or the failed indexes, from $JOB_STATE
+case "$*" in
+  *failedIndexes*) echo -n "${FAILED_INDEXES:-}" ;;
+  *conditions*) echo -n "$(cat "$JOB_STATE")" ;;
+esac
+"""
+
+
+@pytest.mark.parametrize("state, code, said", [
+    ("Complete ", 0, "job/attnlab-regrade complete"),
+    ("FailureTarget Failed ", 1, "job/attnlab-regrade failed (indexes 3,7: shard = index + 1)"),
+    ("", 124, "job/attnlab-regrade still running after 1s"),
+])
+def test_the_kubernetes_wait_ends_when_the_job_fails_not_only_at_its_timeout(tmp_path, state, code, said):
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "kubectl").write_text(FAKE_KUBECTL)
+    (tmp_path / "bin" / "kubectl").chmod(0o755)
+    (tmp_path / "state").write_text(state)
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "JOB_STATE": str(tmp_path / "state"), "WAIT_EVERY": "0.2",
+           "FAILED_INDEXES": "3,7"}
+    done = subprocess.run(["bash", str(TEMPLATES / "kubernetes" / "wait.sh"), "attnlab-regrade", "1s"], env=env,
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == code and said in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+def test_the_image_takes_only_what_the_grader_needs_of_the_grading_repository():
+    rules = [ln.strip() for ln in (TEMPLATES / "kubernetes" / "Dockerfile.dockerignore").read_text().splitlines()
+             if ln.strip() and not ln.startswith("#")]
+    assert rules[0] == "*"  # everything out, then back in by name: a class clone, parts, a venv or a key never go in
+    assert {r[1:] for r in rules if r.startswith("!")} == {"pyproject.toml", "README.md", "grader", "reference",
+                                                           "exercises", "datasets"}
+    assert "**/*.seal-key" in rules
+    assert "COPY . /lab" in (TEMPLATES / "kubernetes" / "Dockerfile").read_text()
 
 
 # --- grade release regrade OUT -------------------------------------------------------------------------------

@@ -84,3 +84,11 @@ def test_a_verdict_cell_of_no_known_form_is_shown_as_a_change_never_hidden():
     assert Verdict.read("").kind is Kind.BLANK and Verdict.read(None).kind is Kind.BLANK
     assert Verdict.changes(["a", "b"]).what == "a; b"
     assert Verdict.changes([f"f{i}" for i in range(12)]).cell.endswith("; f9; and 2 more")
+
+
+def test_the_batchs_closing_line_counts_late_and_missing_repositories_apart_from_unreadable_ones():
+    from grader.regrade.rowstatus import tally
+
+    rows = [r for r, _ in ROWS.values()]
+    assert tally(rows) == "graded 2 submission(s), 1 late, 1 without a repository, 2 unreadable"
+    assert tally(rows[:2]) == "graded 2 submission(s), 0 unreadable"

@@ -58,4 +58,22 @@ merge="$(sbatch --parsable "${extra[@]}" --dependency="afterany:$array" "$here/m
 merge="${merge%%;*}"
 echo "shards: job $array (array 1-$SHARDS), parts in $PARTS"
 echo "merge:  job $merge, after every shard; gradebook: $OUT/grades.csv, $OUT/scores.csv"
-echo "a failed shard K: sbatch --array=K $here/regrade.sbatch, then sbatch $here/merge.sbatch"
+# The rerun of a failed shard, runnable as printed from any shell: this run's settings (sbatch passes the
+# environment to the job), never the defaults; the hidden seed by name only, so it is not in a terminal's log.
+same=""
+for name in CLASS SHARDS LAB PARTS OUT ROSTER PREFIX DEADLINE RELEASE GRADE_OPTS; do
+  if [ -n "${!name:-}" ]; then
+    same+="$name=$(printf '%q' "${!name}") "
+  fi
+done
+if [ -n "${ATTNLAB_SEED:-}" ]; then
+  same+='ATTNLAB_SEED="$ATTNLAB_SEED" '
+  seed=" (export ATTNLAB_SEED as it is now first)"
+else
+  seed=""
+fi
+opts="${SBATCH_OPTS:+$SBATCH_OPTS }"
+echo "rerun a failed shard K$seed:"
+echo "  ${same}sbatch ${opts}--array=K $here/regrade.sbatch"
+echo "then merge again:"
+echo "  ${same}sbatch ${opts}$here/merge.sbatch"

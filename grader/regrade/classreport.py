@@ -1,10 +1,11 @@
 """The class report: one self-contained HTML page an instructor reads in a minute after a class regrade.
 
 It reads the gradebook rows and each graded student's JSON report and shows the headline numbers, the score
-distributions (overall and per piece), the cases the class fails most with the hints they gave (what to teach
-again), the repositories to look at (late, ungraded, changed release files) and the similarity pairs. The page
-needs nothing else: the plots are PNGs drawn with matplotlib's Agg renderer and embedded as base64, there is no
-script, and a Content-Security-Policy forbids loading anything. The same inputs give byte-identical HTML.
+distributions (overall and per piece), the pieces left unwritten (a line each), the cases the class fails most
+with the hints they gave (what to teach again), the repositories to look at (late, ungraded, changed release
+files) and the similarity pairs. The page needs nothing else: the plots are PNGs drawn with matplotlib's Agg
+renderer and embedded as base64, there is no script, and a Content-Security-Policy forbids loading anything.
+The same inputs give byte-identical HTML.
 
 Everything a student may have influenced (names, paths, statuses, the judge's hints, which can quote their
 text) passes `report.safe` and is HTML-escaped. A report file is read without following a link, up to
@@ -37,6 +38,7 @@ from grader.regrade.classreport_data import (  # noqa: F401 - MAX_REPORT: the na
     read_report,
     student_of,
     summarize,
+    unwritten_pieces,
 )
 from grader.regrade.classreport_plots import overall_plot, piece_plot
 from grader.regrade.release_files import Kind, Verdict
@@ -64,15 +66,15 @@ min-width:7.5em}.card b{display:block;font-size:1.5em}.card span{color:#666;font
 .banner{background:#fdecea;border:2px solid #c0392b;color:#7b1d13;padding:.7em 1em;border-radius:6px;
 font-size:1.1em;margin:1em 0}.note{color:#555}.warn{color:#9a5b00}
 table{border-collapse:collapse;width:100%;margin:.5em 0}th,td{border-bottom:1px solid #eee;padding:.25em .5em;
-text-align:left;vertical-align:top}th{background:#f6f6f6}td.n{text-align:right;white-space:nowrap}
+text-align:left;vertical-align:top}th{background:#f6f6f6}td.n,th.n{text-align:right;white-space:nowrap}
 code{font-size:.92em;word-break:break-all}ul.hints{margin:0;padding-left:1.1em}img{max-width:100%}
 nav a{margin-right:.9em}
 """.strip()
 
 
 def _table(head: list[str], body: list[list[str]], numeric: Collection[int] = ()) -> str:
-    """A table of cells that are already HTML; the columns in `numeric` are right-aligned."""
-    th = "".join(f"<th>{h}</th>" for h in head)
+    """A table of cells that are already HTML; the columns in `numeric` are right-aligned, headers too."""
+    th = "".join(f'<th class="n">{h}</th>' if i in numeric else f"<th>{h}</th>" for i, h in enumerate(head))
     trs = ["<tr>" + "".join(f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>"
                             for i, c in enumerate(row)) + "</tr>" for row in body]
     return f"<table><thead><tr>{th}</tr></thead><tbody>{''.join(trs)}</tbody></table>"
@@ -83,6 +85,8 @@ def _card(value: str, label: str) -> str:
 
 
 def _mode_text(s: Summary) -> str:
+    if not s.modes:
+        return "no submissions"
     if len(s.modes) == 1:
         return _e(next(iter(s.modes)))
     return "mixed: " + ", ".join(f"{n} {_e(m)}" for m, n in sorted(s.modes.items()))
@@ -121,13 +125,14 @@ def distributions(s: Summary, pieces: list[str], reports: list[dict]) -> str:
         return out[0]
     from_reports = piece_max(reports)
     scores = {p: [v for r in s.graded if (v := number(r.get(p))) is not None] for p in pieces}
-    tops = {p: from_reports.get(p) or max(scores[p], default=None) for p in pieces}
+    tops = {p: from_reports[p] if p in from_reports else max(scores[p], default=None) for p in pieces}
     out.append(f'<img alt="histogram of each piece\'s scores" src="{piece_plot(pieces, scores, tops)}">')
-    out.append('<p class="note">Each piece\'s students by score: red is zero, green full marks.</p>')
+    out.append('<p class="note">Each piece\'s students by score: red counts the zeros and green full marks, '
+               "at the foot or the top of a wide bar that holds other scores too.</p>")
     body = []
     for p in pieces:
         v, top = scores[p], tops[p]
-        full = f"{sum(x >= top for x in v) / len(v):.0%}" if v and top else "–"
+        full = f"{sum(x >= top for x in v) / len(v):.0%}" if v and top is not None else "–"
         zero = f"{sum(x <= 0 for x in v) / len(v):.0%}" if v else "–"
         body.append([_e(p), fmt(top), fmt(statistics.fmean(v) if v else None),
                      fmt(statistics.median(v) if v else None), full, zero])
@@ -135,9 +140,21 @@ def distributions(s: Summary, pieces: list[str], reports: list[dict]) -> str:
     return "\n".join(out)
 
 
-def failing(cases: list[Failing], graded: int) -> str:
+def unwritten_section(stubs: list[tuple[str, int, int]]) -> str:
+    """One line per piece some students left as the stub: nothing to teach again there, so not a case each."""
+    if not stubs:
+        return ""
+    items = "".join(f'<li class="unwritten"><b>{_e(p)}</b>: left unwritten by {n} of {ran} students '
+                    f"({n / ran:.0%}): every case failed with the stub's <i>not implemented yet</i></li>"
+                    for p, n, ran in stubs)
+    return f"<p>Pieces left unwritten (the stub as handed out):</p><ul>{items}</ul>"
+
+
+def failing(cases: list[Failing], graded: int, stubs: Collection[tuple[str, int, int]] = ()) -> str:
+    lead = unwritten_section(list(stubs))
     if not cases:
-        return "<p>No case failed for any graded student with a report.</p>"
+        return lead + "<p>No case failed for any graded student with a report" + \
+            (" who wrote its piece.</p>" if lead else ".</p>")
     body = []
     for i, f in enumerate(cases, 1):
         hints = "".join(f"<li>{n}× {_e(text) if text else '<i>(no message)</i>'}"
@@ -146,8 +163,9 @@ def failing(cases: list[Failing], graded: int) -> str:
         body.append([str(i), _e(f.piece), f"{_e(case_title(f.name))}<br><code>{_e(f.name)}</code>",
                      f"{f.failed} of {f.ran} ({f.failed / f.ran:.0%})", fmt(f.lost),
                      f'<ul class="hints">{hints}</ul>'])
-    return (f'<p class="note">Over the {graded} graded student(s) whose report could be read; a skipped case '
-            "is not counted. Hints that differ only in their numbers are counted together.</p>"
+    return (lead + f'<p class="note">Over the {graded} graded student(s) whose report could be read; a skipped '
+            "case is not counted, nor are the cases of a piece a student left unwritten. Hints that differ only "
+            "in their numbers are counted together.</p>"
             + _table(["#", "piece", "case", "failed", "points lost", "most common hints"], body, numeric={0, 3, 4}))
 
 
@@ -156,7 +174,8 @@ def late_section(s: Summary) -> str:
         return "<p>No deadline information: the gradebook has no <code>late</code> column.</p>"
     if not s.late:
         return "<p>No repository has commits after the graded one.</p>"
-    body = [[_e(student_of(r)), str(late_count(r)), f"<code>{_e(cell_text(r, 'commit')[:12])}</code>", _e(cell_text(r, "committed")),
+    body = [[_e(student_of(r)), str(late_count(r)), f"<code>{_e(cell_text(r, 'commit')[:12])}</code>",
+             _e(cell_text(r, "committed")),
              f"<code>{_e(cell_text(r, 'path'), 500)}</code>"] for r in s.late]
     return ("<p>These rows were graded at the deadline; the repository has later commits that were not graded.</p>"
             + _table(["student", "later commits", "graded commit", "committed", "path"], body, numeric={1}))
@@ -233,24 +252,26 @@ def skipped_section(skipped: list[tuple[str, str]]) -> str:
 
 
 def write(out: Path, *, rows: list[dict], reports: Path, pieces: list[str], pairs: list[dict] | None,
-          similarity_note: str = "", title: str = "Class report") -> Path:
+          similarity_note: str = "", title: str = "Class report", mode: str | None = None) -> Path:
     """Write the class report for the gradebook `rows` (and the students' JSON reports in `reports`) to `out`,
-    atomically, and return `out`."""
+    atomically, and return `out`. `mode`: the run's ("full" or "quick"), for rows that say none themselves."""
     rows = [r for r in rows if isinstance(r, dict)]
     pieces = list(pieces)
-    read: list[dict] = []
+    read: dict[str, dict] = {}
     skipped: list[tuple[str, str]] = []
     for row in by_name([r for r in rows if not status_of(r).is_error]):  # an error row's report holds no cases
         report, why = read_report(Path(reports) if reports else None, student_of(row))
         if report is None:
             skipped.append((student_of(row), why))
         else:
-            read.append(report)
-    s = summarize(rows, read)
+            read[student_of(row)] = report
+    s = summarize(rows, read, mode)
+    graded_reports = list(read.values())
     sections = [
         ("headline", "Headline", headline(s)),
-        ("scores", "Scores", distributions(s, pieces, read)),
-        ("failing", "What the class fails most", failing(failing_cases(read, pieces), len(read))),
+        ("scores", "Scores", distributions(s, pieces, graded_reports)),
+        ("failing", "What the class fails most", failing(failing_cases(graded_reports, pieces), len(read),
+                                                         unwritten_pieces(graded_reports, pieces))),
         ("late", f"Late repositories ({len(s.late)})", late_section(s)),
         ("ungraded", f"Ungraded ({len(s.errors)})", error_section(s)),
         ("release", "Changed release files", release_section(rows)),

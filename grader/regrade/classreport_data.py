@@ -2,8 +2,9 @@
 
 What grader/regrade/classreport.py shows comes from here: each report read without following a link, up to
 MAX_REPORT bytes (one that is missing, too big or malformed is skipped, and why); the headline numbers (Summary:
-graded and ungraded by grader/regrade/rowstatus.py, late, the totals); the cases the class fails most, with the
-hints they gave (Failing). Nothing here is HTML: the page escapes what it shows.
+graded and ungraded by grader/regrade/rowstatus.py, late, the totals, each row's mode); the pieces left as
+the stub; the cases the class fails most, with the hints they gave (Failing). Nothing here is HTML: the page
+escapes what it shows.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from grader.runner.report import safe
 MAX_REPORT = 4 << 20  # a real report is tens of kB; a bigger file is not one the batch wrote
 TOP_CASES = 15
 TOP_HINTS = 3  # hints shown per failing case
+STUB = "not implemented yet"  # how grader/judge/state.py's explain() words a stub's NotImplementedError
 # numbers in a hint (an error size, a shape) differ between students: hints that differ only there are one hint
 NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
@@ -145,12 +147,41 @@ class Failing:
         return sorted(out, key=lambda t: (-t[0], t[1]))[:TOP_HINTS]
 
 
+def unwritten(report: dict) -> set[str]:
+    """The pieces a report shows left as the stub: none of their cases passed and every failure is the stub's
+    "not implemented yet" (a training case waiting on them says "not run: "), as the student's own report says
+    (grader/runner/report.py). A piece half written is not one: its failures are real."""
+    ran: dict[str, list[Case]] = {}
+    for c in report_cases(report):
+        if not c.skipped:
+            ran.setdefault(c.piece, []).append(c)
+    out = set()
+    for piece, cases in ran.items():
+        own = [c.message for c in cases if not c.message.startswith("not run: ")]
+        if own and not any(c.passed for c in cases) and all(m.startswith(STUB) for m in own):
+            out.add(piece)
+    return out
+
+
+def unwritten_pieces(reports: list[dict], pieces: list[str]) -> list[tuple[str, int, int]]:
+    """(piece, students who left it unwritten, students whose report ran it), in piece order."""
+    left, ran = Counter(), Counter()
+    for report in reports:
+        left.update(unwritten(report))
+        ran.update({c.piece for c in report_cases(report) if not c.skipped})
+    order = {p: i for i, p in enumerate(pieces)}
+    return [(p, left[p], ran[p]) for p in sorted(left, key=lambda p: (order.get(p, len(order)), p))]
+
+
 def failing_cases(reports: list[dict], pieces: list[str]) -> list[Failing]:
-    """The cases failed most often (a skipped case has not failed), most failures first, then in piece order."""
+    """The cases failed most often (a skipped case has not failed), most failures first, then in piece order.
+    A piece a student left unwritten is one line of unwritten_pieces, not a failure of each of its cases: its
+    cases count over the students who wrote it."""
     cases: dict[tuple[str, str], Failing] = {}
     for report in reports:
+        stubs = unwritten(report)
         for c in report_cases(report):
-            if c.skipped:
+            if c.skipped or c.piece in stubs:
                 continue
             f = cases.setdefault((c.piece, c.name), Failing(c.piece, c.name))
             f.ran += 1
@@ -185,17 +216,33 @@ def most_common(counts: Counter) -> float | None:
     return min(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0] if counts else None
 
 
-def summarize(rows: list[dict], reports: list[dict]) -> Summary:
+def row_modes(rows: list[dict], reports: dict[str, dict], mode: str | None = None) -> Counter:
+    """Each row's mode, once: its gradebook cell; else its report's `quick`; else the caller's `mode`; else the
+    one mode every other row agrees on, since a batch grades all its rows in one mode (an error row has no
+    report); "unknown" only when nothing says."""
+    def said(row: dict) -> str | None:
+        if cell := cell_text(row, "mode").strip().lower():
+            return cell
+        quick = reports.get(student_of(row), {}).get("quick")
+        # `grade batch` hands over its rows without the mode the CSV adds; its reports say quick True or False
+        return {True: "quick", False: "full"}.get(quick) if isinstance(quick, bool) else (mode or None)
+
+    known = [said(r) for r in rows]
+    agreed = set(filter(None, known))
+    rest = next(iter(agreed)) if len(agreed) == 1 else "unknown"
+    return Counter(m or rest for m in known)
+
+
+def summarize(rows: list[dict], reports: dict[str, dict], mode: str | None = None) -> Summary:
+    """The headline numbers; `reports`: each read report by its student's name; `mode`: the run's, if known."""
     graded = [r for r in rows if not status_of(r).is_error]
     totals = [t for r in graded if (t := number(r.get("total"))) is not None]
-    # the gradebook's max_score; a report's where the rows lack it
-    max_score = most_common(Counter(t for r in graded if (t := number(r.get("max_score"))) is not None)) \
-        or most_common(Counter(t for rep in reports if (t := number(rep.get("max_score"))) is not None))
+    # the gradebook's max_score (0 is one); a report's where the rows lack it
+    max_score = most_common(Counter(t for r in graded if (t := number(r.get("max_score"))) is not None))
+    if max_score is None:
+        max_score = most_common(Counter(t for rep in reports.values()
+                                        if (t := number(rep.get("max_score"))) is not None))
     late = sorted((r for r in rows if (late_count(r) or 0) > 0),
                   key=lambda r: (-(late_count(r) or 0), student_of(r).lower(), student_of(r)))
-    modes = Counter(cell_text(r, "mode").strip().lower() or "unknown" for r in rows)
-    if not modes.get("quick") and any(rep.get("quick") is True for rep in reports):
-        # rows without a mode column: a report that says quick still makes this no grade
-        modes["quick"] = sum(rep.get("quick") is True for rep in reports)
     return Summary(len(rows), graded, [r for r in rows if status_of(r).is_error], late,
-                   any(late_count(r) is not None for r in rows), totals, max_score, modes)
+                   any(late_count(r) is not None for r in rows), totals, max_score, row_modes(rows, reports, mode))

@@ -22,7 +22,7 @@ INTEGER_BARS = 80  # up to this many points a histogram has one bar per score
 STYLE = {"font.size": 9, "axes.titlesize": 9.5, "axes.titleweight": "bold", "axes.spines.top": False,
          "axes.spines.right": False, "text.parse_math": False, "figure.dpi": 100, "savefig.dpi": 100}
 BLUE, GREEN, RED, GREY = "#4a78b5", "#2e8b57", "#c0392b", "#555555"
-# numbers in a hint (an error size, a shape) differ between students: hints that differ only there are one hint
+
 # --- the plots -------------------------------------------------------------------------------------------------
 
 def _png(fig: Figure) -> str:
@@ -32,25 +32,33 @@ def _png(fig: Figure) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _counts(values: list[float], top: float | None) -> tuple[np.ndarray, np.ndarray, float]:
-    """Bar centres, counts and width: one bar per score when the scores are whole and few, else 20 bins."""
-    top = max(top or 0.0, max(values, default=0.0), 1.0)
-    if top <= INTEGER_BARS and all(float(v).is_integer() for v in values):
-        n = int(math.ceil(top))
-        idx = np.clip(np.rint(np.asarray(values, dtype=float)), 0, n).astype(int)
-        return np.arange(n + 1, dtype=float), np.bincount(idx, minlength=n + 1), 1.0
-    edges = np.linspace(0.0, top, 21)
-    counts, _ = np.histogram(np.clip(values, 0.0, top), bins=edges)
-    return (edges[:-1] + edges[1:]) / 2, counts, float(edges[1] - edges[0])
+def _counts(values: list[float], top: float | None) -> tuple[np.ndarray, list[tuple[str, np.ndarray]], float]:
+    """Bar centres, the counts of each colour (stacked in that order) and the width: one bar per score when the
+    scores are whole and few, else 20 bins. Red counts the scores of zero and green full marks by the score
+    itself, never by which bar holds it: a bin from 0 to 1 also holds the scores of 0.5."""
+    span = max(top or 0.0, max(values, default=0.0), 1.0)
+    if span <= INTEGER_BARS and all(float(v).is_integer() for v in values):
+        edges = np.arange(math.ceil(span) + 2, dtype=float) - 0.5  # a bar centred on each whole score
+    else:
+        edges = np.linspace(0.0, span, 21)
+    v = np.clip(np.asarray(values, dtype=float), 0.0, span)
+    zero = v <= 0
+    # full marks of 0 would make every score both: such a piece's scores are zeros
+    full = (v >= top) & ~zero if top is not None and top > 0 else np.zeros(len(v), dtype=bool)
+    parts = [(color, np.histogram(v[mask], bins=edges)[0]) for color, mask in
+             ((RED, zero), (BLUE, ~(zero | full)), (GREEN, full))]
+    return (edges[:-1] + edges[1:]) / 2, parts, float(edges[1] - edges[0])
 
 
 def _bars(ax, values: list[float], top: float | None) -> None:
-    """A histogram on `ax`; with one bar per score, zero is red and full marks green."""
-    x, counts, width = _counts(values, top)
-    colors = [BLUE] * len(x)
-    if width == 1.0 and len(x) > 1:
-        colors[0], colors[-1] = RED, GREEN
-    ax.bar(x, counts, width=width * 0.9, color=colors)
+    """A histogram on `ax`: zero is red and full marks green, whatever the bars' width."""
+    x, parts, width = _counts(values, top)
+    bottom = np.zeros(len(x), dtype=int)
+    for color, counts in parts:
+        some = counts > 0  # no empty rectangles: the picture is the same, the PNG needs none
+        if some.any():
+            ax.bar(x[some], counts[some], width=width * 0.9, bottom=bottom[some], color=color)
+        bottom = bottom + counts
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=10))
     ax.set_xlim(x[0] - width / 2 - 0.3, x[-1] + width / 2 + 0.3)
@@ -65,7 +73,7 @@ def overall_plot(totals: list[float], top: float | None) -> str:
         ax.axvline(mean, color=GREY, linestyle="--", linewidth=1.2, label=f"mean {fmt(mean)}")
         ax.axvline(median, color="#e67e22", linestyle=":", linewidth=1.6, label=f"median {fmt(median)}")
         ax.legend(frameon=False, loc="upper left")
-        ax.set_xlabel(f"total score (out of {fmt(top)})" if top else "total score")
+        ax.set_xlabel(f"total score (out of {fmt(top)})" if top is not None else "total score")
         ax.set_ylabel("students")
         fig.tight_layout()
         return _png(fig)
@@ -85,7 +93,9 @@ def piece_plot(pieces: list[str], scores: dict[str, list[float]], tops: dict[str
                 ax.set_axis_off()
                 continue
             _bars(ax, values, top)
-            full = sum(v >= top for v in values) / len(values) if top else 0.0
+            ax.set_xlabel("score")
+            ax.set_ylabel("students")
+            full = sum(v >= top for v in values) / len(values) if top is not None else 0.0
             ax.set_title(f"{name}: mean {fmt(statistics.fmean(values))}/{fmt(top)}, {full:.0%} full")
         for ax in axes[len(pieces):]:
             ax.set_axis_off()

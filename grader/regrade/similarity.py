@@ -1,20 +1,31 @@
 """The class regrade's similarity report: which students handed in the same code, piece by piece.
 
-Built on copydetect (winnowed fingerprints of code whose names, strings, comments and layout are
-normalised away), so a copy with renamed variables, new comments or another layout still matches. The
-generated stubs are boilerplate: a piece left untouched, or the stub text around a solution, matches
-nobody. Each piece is compared only with the same piece of every other student.
+Built on copydetect's fingerprints (every run of NOISE characters of code whose names, strings, comments and
+layout are normalised away), so a copy with renamed variables, new comments or another layout still matches. The
+generated stubs are boilerplate: a piece left untouched, or the stub text around a solution (its docstrings
+too, edited or not), matches nobody. Each piece is compared only with the same piece of every other student.
+
+What most of the class writes is the assignment, not a copy (as MOSS's -m and Dolos's fragment percentage have
+it): a run shared by at least COMMON_MIN (3) of the students who wrote a piece and by more than COMMON_SHARE (20%)
+of them is ignored, in the scores and the highlights; so is a piece that that many hand in identically. The
+threshold is a count of students, so the report is the same under any hash seed. Small classes: a run only two
+students share always counts, so in a class of two nothing but the stubs is ignored (the dictated lines can flag
+the pair; a person reads it), and in a class of three only what all three write.
+
+Two pieces identical once comments and layout are left out (names and strings kept) are reported as identical,
+score 1, however short: the MIN_SHARED floor below is for likeness, not for sameness.
 
 What it protects against: student code is hostile. Files are read without following links (a link is
-skipped, as is anything not a plain file), at most MAX_BYTES each; the page escapes every student byte,
-forbids scripts by its Content-Security-Policy and loads nothing from outside.
+skipped, as is anything not a plain file), at most MAX_BYTES each, and fingerprinted from memory; the page escapes
+every student byte, forbids scripts by its Content-Security-Policy and loads nothing from outside.
 
 Its limits: a high score says two files share long runs of normalised tokens, not that anyone copied.
-Pieces the spec nearly dictates match honestly when written the obvious way, and code both took from a
-third source (a tutorial, an earlier year, the leaked reference) matches just as a copy does; a copy
-rewritten token by token (a loop for a comprehension, other calls) is missed, and so is any copy of a
-piece too short to tell (under MIN_SHARED). A piece's score is the larger of the two files' copied
-shares, so a copy padded with code of its own still scores high.
+Pieces the spec nearly dictates still match honestly in a small class, and code both took from a
+third source (a tutorial, an earlier year, the leaked reference) matches just as a copy does, unless most of the
+class took it too, when it is ignored like the dictated lines: a copy ring of more than a fifth of the class is
+missed. A copy rewritten token by token (a loop for a comprehension, other calls) is missed, and so is a copy of a
+piece too short to tell (under MIN_SHARED shared characters) unless it is identical. A piece's score is the larger
+of the two files' copied shares, so a copy padded with code of its own still scores high.
 """
 from __future__ import annotations
 
@@ -25,7 +36,7 @@ import io
 import os
 import re
 import stat
-import tempfile
+import tokenize
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -40,6 +51,13 @@ NOISE = 25  # copydetect's k: the shortest run of normalised characters that cou
 # fewer shared normalised characters than this score a piece 0: the encoder's obvious three lines (about 40) or
 # the one-line context are the same for anyone who writes them the natural way, and would flag half the class
 MIN_SHARED = 2 * NOISE
+# a fragment (or a whole piece, identical) is the assignment's, not a copy, when at least COMMON_MIN of the students
+# who wrote the piece share it and more than COMMON_SHARE of them do (Dolos's fragment percentage, MOSS's -m): what
+# the task dictates (the mask filled with -inf, the softmax over the last dimension, the reference's one-line
+# context) is written alike by many, a copy by two or three. Never fewer than 3: what only two share can be either,
+# so it always counts, and a class of two or three keeps every fragment that not all three share
+COMMON_SHARE = 0.2
+COMMON_MIN = 3
 PARALLEL_FROM = 200  # students from which the pieces are compared in processes side by side
 MAX_SHOWN = 100  # pairs whose code the page shows
 MAX_ROWS = 2000  # pairs its table lists (all are returned)
@@ -54,13 +72,13 @@ class CopydetectMissing(ImportError):
 def _copydetect() -> SimpleNamespace:
     try:
         import copydetect
-        from copydetect import CodeFingerprint, CopyDetector, compare_files
-        from copydetect.utils import highlight_overlap
+        from copydetect import CodeFingerprint, compare_files
+        from copydetect.utils import get_token_coverage, highlight_overlap
     except ImportError as exc:
         raise CopydetectMissing(
             'the similarity report needs copydetect: pip install -e ".[regrade]"', name="copydetect") from exc
-    return SimpleNamespace(version=copydetect.__version__, CopyDetector=CopyDetector, CodeFingerprint=CodeFingerprint,
-                           compare_files=compare_files, highlight_overlap=highlight_overlap)
+    return SimpleNamespace(version=copydetect.__version__, CodeFingerprint=CodeFingerprint, compare_files=compare_files,
+                           highlight_overlap=highlight_overlap, get_token_coverage=get_token_coverage)
 
 
 def _read(folder: int, name: str) -> tuple[str | None, str | None]:
@@ -126,57 +144,123 @@ def _stubs(stubs: Path | None) -> dict[str, str]:
     return {m: (folder / f"{m}.py").read_text() for m in MODULES if (folder / f"{m}.py").is_file()}
 
 
+def _code_lines(text: str) -> list[str]:
+    """The lines of `text`, those a string spans over several lines (a docstring) left empty."""
+    lines = text.splitlines(keepends=True)
+    try:
+        for t in tokenize.generate_tokens(io.StringIO(text).readline):
+            if t.type == tokenize.STRING and t.end[0] > t.start[0]:
+                lines[t.start[0] - 1:t.end[0]] = ["\n"] * (t.end[0] - t.start[0] + 1)
+    except (tokenize.TokenError, SyntaxError):  # what tokenizes is done; the rest is compared as it stands
+        pass
+    return lines
+
+
 def _written(text: str, stub: str | None) -> str:
     """The lines of `text` that are not the stub's, in order: what the student wrote."""
     if stub is None:
         return text
     # copydetect's boilerplate filter alone drops k-grams inside the stub, but keeps those that straddle
     # the stub and the answer: every answer opening with `return torch.` then shares a run with every other,
-    # enough to score a one-line piece 0.8 against an honestly different one
-    lines = text.splitlines(keepends=True)
-    matcher = difflib.SequenceMatcher(None, [x.strip() for x in stub.splitlines()], [x.strip() for x in lines],
-                                      autojunk=False)
+    # enough to score a one-line piece 0.8 against an honestly different one.
+    # Docstrings out and lines compared without their spaces: a docstring line edited or respaced (a formatter, a
+    # find-and-replace) is no answer, and kept without the rest of its docstring it turns all the code after it
+    # into one string to the tokenizer, where a renamed copy matched nothing
+    lines = _code_lines(text)
+    matcher = difflib.SequenceMatcher(None, ["".join(x.split()) for x in _code_lines(stub)],
+                                      ["".join(x.split()) for x in lines], autojunk=False)
     kept = [lines[i] for op, _, _, j1, j2 in matcher.get_opcodes() if op in ("insert", "replace")
-            for i in range(j1, j2)]
+            for i in range(j1, j2) if lines[i].strip()]
     return "".join(x if x.endswith("\n") else x + "\n" for x in kept)
 
 
-def _compare(texts: dict[str, str], stage: Path, cd: SimpleNamespace) -> tuple[list[str], np.ndarray]:
-    """(students in order, their symmetric matrix of scores) for one piece."""
-    stage.mkdir()
-    names: dict[str, str] = {}  # staged path -> student
-    # copydetect reads paths: stage the vetted text so that it never opens a student's file itself
-    for student in sorted(texts):
-        path = stage / f"{student}.py"
-        path.write_text(texts[student], encoding="utf-8")
-        names[str(path)] = student
-    students = list(names.values())
-    if len(students) < 2:
-        return students, np.zeros((len(students), len(students)))
-    # guarantee_t = noise_t: a window of 1 keeps every k-gram; a wider one keeps the least hash of each
-    # window, and Python's str hash changes with PYTHONHASHSEED, so the scores would change run to run
-    det = cd.CopyDetector(noise_t=NOISE, guarantee_t=NOISE, autoopen=False, silent=True,  # no browser, no tqdm
-                          out_file=str(stage / "unused.html"))
-    for path in sorted(stage.parent.glob("stubs/*.py")):
-        det.add_file(str(path), type="boilerplate")
-    for path in names:  # add_file, not test_dirs: copydetect lists a folder in set order, which varies
-        det.add_file(path)
-    det.run()
-    sim = det.similarity_matrix  # [i, j] = (share of i found in j, share of j found in i); -1 where skipped
-    scores = np.clip(np.maximum(sim[:, :, 0], sim[:, :, 1]), 0.0, 1.0).round(4)
-    shared = det.token_overlap_matrix
-    scores[np.maximum(shared, shared.T) < MIN_SHARED] = 0.0  # also the diagonal, which copydetect skips
-    return students, scores
+def _bare(text: str) -> str:
+    """`text` without its comments and layout, names and strings kept: what 'identical' compares."""
+    try:
+        toks = [t for t in tokenize.generate_tokens(io.StringIO(text).readline)
+                if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.ENDMARKER)]
+        return " ".join(t.string if t.type not in (tokenize.INDENT, tokenize.DEDENT) else tokenize.tok_name[t.type]
+                        for t in toks)
+    except (tokenize.TokenError, IndentationError, SyntaxError):  # code that does not tokenize: layout only
+        return " ".join(text.split())
 
 
-def _compare_one(texts: dict[str, str], stage: str) -> tuple[list[str], np.ndarray]:
-    return _compare(texts, Path(stage), _copydetect())
+def _common(count: int, writers: int) -> bool:
+    """Whether `count` of the `writers` of a piece sharing something makes it the assignment's."""
+    return count >= COMMON_MIN and count > COMMON_SHARE * writers
 
 
-def _compare_all(written: dict[str, dict[str, str]], tmp: Path) -> list[tuple[list[str], np.ndarray]]:
+def _grams(filtered: str) -> set[str]:
+    return {filtered[i:i + NOISE] for i in range(len(filtered) - NOISE + 1)}
+
+
+def _stub_grams(stubs: list[str], cd: SimpleNamespace) -> set[str]:
+    return {g for t in stubs for g in _grams(_prints(t, cd).filtered_code)}
+
+
+def _prints(text: str, cd: SimpleNamespace):
+    # a window of 1 keeps every k-gram; a wider one keeps the least hash of each window, and Python's str hash
+    # changes with PYTHONHASHSEED, so the scores would change run to run
+    return cd.CodeFingerprint("piece.py", NOISE, 1, fp=io.StringIO(text))
+
+
+def _ignore(fp, ignored: set[int], cd: SimpleNamespace):
+    """`fp` without the k-grams hashed in `ignored`, not counted in its size either."""
+    # left out here rather than by copydetect's boilerplate argument: that one intersects with assume_unique
+    # on a file's k-grams, which repeat, and so also drops k-grams that merely occur twice
+    fp.hash_idx = {h: i for h, i in fp.hash_idx.items() if h not in ignored}
+    fp.hashes = set(fp.hash_idx)
+    fp.token_coverage = cd.get_token_coverage(fp.hash_idx, NOISE, len(fp.filtered_code))
+    return fp
+
+
+def _compare(texts: dict[str, str], stubs: list[str], cd: SimpleNamespace) -> tuple[list[str], np.ndarray,
+                                                                                     np.ndarray, list[str], str]:
+    """(students in order, their symmetric matrix of scores, where they are identical, the common k-grams, a note
+    on common identical code) for one piece. The text is fingerprinted from memory: no student file is opened."""
+    students = sorted(texts)
+    n = len(students)
+    scores, same = np.zeros((n, n)), np.zeros((n, n), dtype=bool)
+    prints = [_prints(texts[s], cd) for s in students]
+    filtered = [fp.filtered_code for fp in prints]
+    writers = sum(bool(f) for f in filtered)  # an untouched stub writes nothing and shares nothing
+    # k-grams as strings, not copydetect's hashes: str hashes change with PYTHONHASHSEED and between processes
+    counts: dict[str, int] = {}
+    for f in filtered:
+        for g in _grams(f):
+            counts[g] = counts.get(g, 0) + 1
+    common = sorted(g for g, c in counts.items() if _common(c, writers))
+    ignored = {hash(g) for g in _stub_grams(stubs, cd).union(common)}
+    prints = [_ignore(fp, ignored, cd) for fp in prints]
+    for i in range(n):
+        for j in range(i + 1, n):
+            shared, (si, sj), _ = cd.compare_files(prints[i], prints[j])
+            if shared >= MIN_SHARED:
+                scores[i, j] = scores[j, i] = round(min(max(si, sj, 0.0), 1.0), 4)
+    groups: dict[str, list[int]] = {}
+    for i, s in enumerate(students):
+        if filtered[i]:
+            groups.setdefault(_bare(texts[s]), []).append(i)
+    note = ""
+    for members in groups.values():
+        if _common(len(members), writers):
+            note += f"{len(members)} of the {writers} who wrote it hand in the same code; "
+        elif len(members) > 1:
+            at = np.ix_(members, members)
+            same[at], scores[at] = True, 1.0
+    np.fill_diagonal(same, False)
+    np.fill_diagonal(scores, 0.0)
+    return students, scores, same, common, note.rstrip("; ")
+
+
+def _compare_one(texts: dict[str, str], stubs: list[str]) -> tuple:
+    return _compare(texts, stubs, _copydetect())
+
+
+def _compare_all(written: dict[str, dict[str, str]], stubs: list[str]) -> list[tuple]:
     """_compare for every piece: side by side in processes of their own for a large class (copydetect's loop
     is pure Python, so threads would not help), one after another for a small one, where starting costs more."""
-    jobs = [(written[m], str(tmp / m)) for m in MODULES]
+    jobs = [(written[m], stubs) for m in MODULES]
     workers = min(len(jobs), os.cpu_count() or 1)
     if workers < 2 or max(len(t) for t in written.values()) < PARALLEL_FROM:
         return [_compare_one(*job) for job in jobs]
@@ -212,43 +296,43 @@ def report(code: Path, out: Path, *, stubs: Path | None = None, threshold: float
     students = sorted({s for texts in pieces.values() for s in texts})
     where = {s: i for i, s in enumerate(students)}
     best = np.zeros((len(students), len(students)))
-    per_piece = {}
-    with tempfile.TemporaryDirectory(prefix="similarity-") as tmp:
-        (Path(tmp) / "stubs").mkdir()
-        for module, text in stub_text.items():
-            (Path(tmp) / "stubs" / f"{module}.py").write_text(text, encoding="utf-8")
-        # one detector per piece, not one with same_name_only: copydetect's loop and matrices are quadratic
-        # in the files it holds (36 times the work and memory for six pieces in one)
-        for module, (names, scores) in zip(MODULES, _compare_all(written, Path(tmp))):
-            rows = np.array([where[s] for s in names], dtype=int)
-            best[np.ix_(rows, rows)] = np.maximum(best[np.ix_(rows, rows)], scores)
-            per_piece[module] = ({s: i for i, s in enumerate(names)}, scores)
+    per_piece, ignored, common_notes = {}, {}, []
+    stub_list = [stub_text[m] for m in sorted(stub_text)]
+    # each piece compared apart, not all in one detector: the loop is quadratic in the files it holds (36 times the
+    # work for six pieces in one)
+    for module, (names, scores, same, common, note) in zip(MODULES, _compare_all(written, stub_list)):
+        rows = np.array([where[s] for s in names], dtype=int)
+        best[np.ix_(rows, rows)] = np.maximum(best[np.ix_(rows, rows)], scores)
+        per_piece[module] = ({s: i for i, s in enumerate(names)}, scores, same)
+        ignored[module] = common
+        if note:
+            common_notes.append(f"{module}.py: {note}")
     pairs = []
     for i, j in zip(*np.nonzero(np.triu(best >= threshold, 1))):
         a, b = students[i], students[j]
-        found = {m: float(s[at[a], at[b]]) for m, (at, s) in per_piece.items() if a in at and b in at}
+        found = {m: float(s[at[a], at[b]]) for m, (at, s, _) in per_piece.items() if a in at and b in at}
         if found:  # two students with no piece in common share nothing
-            pairs.append({"a": a, "b": b, "score": max(found.values()), "pieces": found})
+            pairs.append({"a": a, "b": b, "score": max(found.values()), "pieces": found,
+                          "identical": [m for m in MODULES if m in found and per_piece[m][2][
+                              per_piece[m][0][a], per_piece[m][0][b]]]})
     pairs.sort(key=lambda p: (-p["score"], p["a"], p["b"]))
     # the code of the shown pairs only: copydetect's get_copied_code_list marks up every pair above its
     # display threshold at once, gigabytes for a large class where many share an idiom
-    boilerplate = np.unique(np.array([h for t in stub_text.values()
-                                      for h in cd.CodeFingerprint("stub.py", NOISE, 1, fp=io.StringIO(t)).hashes],
-                                     dtype=np.int64))
+    stub_grams = _stub_grams(stub_list, cd)
     # each file fingerprinted once a piece however many shown pairs hold it: a file padded to MAX_BYTES takes a
     # second or more to tokenize, and a few such files copied from one another would be tokenized once a pair
     shown: list[dict] = [{} for _ in pairs[:MAX_SHOWN]]
     for m in MODULES:
         prints: dict[str, object] = {}
+        skip = {hash(g) for g in stub_grams.union(ignored[m])}  # hashed here: a worker process hashes otherwise
         for p, marked in zip(pairs, shown):
             if m in p["pieces"] and p["pieces"][m] >= threshold and p["pieces"][m] > 0:
                 for who in (p["a"], p["b"]):
                     if who not in prints:
-                        prints[who] = cd.CodeFingerprint("piece.py", NOISE, 1, boilerplate,
-                                                         fp=io.StringIO(written[m][who]))
+                        prints[who] = _ignore(_prints(written[m][who], cd), skip, cd)
                 marked[m] = _highlight((written[m][p["a"]], written[m][p["b"]]), (prints[p["a"]], prints[p["b"]]),
                                        cd)
-    page = _page(pairs, shown, pieces, len(students), notes, threshold, cd.version)
+    page = _page(pairs, shown, pieces, len(students), notes, threshold, cd.version, common_notes)
     Path(out).write_text(page, encoding="utf-8")
     return pairs
 
@@ -259,8 +343,12 @@ td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}.hi{background:#fdd}
 .highlight-red{background:#f2b6b6}.highlight-green{background:#b6f2b6}"""
 
 
+def _cell(pair: dict, module: str) -> str:
+    return "identical" if module in pair.get("identical", ()) else f"{pair['pieces'][module]:.2f}"
+
+
 def _page(pairs: list[dict], shown: list[dict], pieces: dict, students: int, notes: list[str], threshold: float,
-          version: str) -> str:
+          version: str, common: list[str]) -> str:
     e = html.escape
     out = ['<!DOCTYPE html><html><head><meta charset="utf-8">',
            # defence in depth: were a student's byte ever left unescaped, no script would run, nothing would load
@@ -271,6 +359,9 @@ def _page(pairs: list[dict], shown: list[dict], pieces: dict, students: int, not
            f"A piece's score is the larger share of either file found in the other, in runs of {NOISE} or more "
            f"characters once names, strings, comments and layout are normalised (copydetect {e(version)}), and 0 "
            f"under {MIN_SHARED} such characters shared; a pair's score is its highest piece's. "
+           f"A run shared by more than {COMMON_SHARE:.0%} of the students who wrote the piece, and by at least "
+           f"{COMMON_MIN}, is the assignment's and is ignored, as is code that many hand in identically. Two pieces "
+           "identical once comments and layout are left out are <b>identical</b> and score 1, however short. "
            f"{len(pairs)} pairs at or above {threshold:g}.</p>",
            "<p>Files per piece: " + ", ".join(f"{m} {len(pieces[m])}" for m in MODULES) + "</p>",
            "<h2>Flagged pairs</h2>"]
@@ -279,7 +370,7 @@ def _page(pairs: list[dict], shown: list[dict], pieces: dict, students: int, not
                    + "".join(f"<th>{m}</th>" for m in MODULES) + "</tr>")
         for n, p in enumerate(pairs[:MAX_ROWS], 1):
             cells = "".join("<td></td>" if m not in p["pieces"] else
-                            f'<td{" class=hi" if p["pieces"][m] >= threshold else ""}>{p["pieces"][m]:.2f}</td>'
+                            f'<td{" class=hi" if p["pieces"][m] >= threshold else ""}>{_cell(p, m)}</td>'
                             for m in MODULES)
             link = f'<a href="#pair{n}">{n}</a>' if n <= len(shown) else str(n)
             out.append(f"<tr><td>{link}</td><td>{e(p['a'])}</td><td>{e(p['b'])}</td>"
@@ -296,8 +387,10 @@ def _page(pairs: list[dict], shown: list[dict], pieces: dict, students: int, not
         for module in (m for m in MODULES if m in code):
             ca, cb = code[module]
             out.append(f'<details{" open" if p["pieces"][module] == p["score"] else ""}><summary>{module}.py: '
-                       f'{p["pieces"][module]:.2f} (red: {e(p["a"])}, green: {e(p["b"])}; what each wrote, '
+                       f'{_cell(p, module)} (red: {e(p["a"])}, green: {e(p["b"])}; what each wrote, '
                        f'the stub left out)</summary><div class="cols"><pre>{ca}</pre><pre>{cb}</pre></div></details>')
+    if common:
+        out.append("<h2>Common code, not counted</h2><ul>" + "".join(f"<li>{e(n)}</li>" for n in common) + "</ul>")
     if notes:
         out.append("<h2>Files left out</h2><ul>" + "".join(f"<li>{e(n)}</li>" for n in notes) + "</ul>")
     out.append("</body></html>\n")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from grader.cli_options import grading_options
+from grader.cli_options import grading_options, size_option
 from grader.runner.results import Limits
 
 
@@ -119,10 +119,13 @@ def batch() -> None:
 @roster_options
 @click.option("--scores-csv", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Also write the gradebook with Classroom 50's scores.csv columns here.")
+@click.option("--disk-budget", default=None, callback=size_option, metavar="SIZE",
+              help="Disk the students being staged may fill at once, each counted at its worst case (e.g. 4G, "
+                   "500M; default 4G). A smaller budget stages fewer at once; a student alone is staged whatever it is.")
 @grading_options
 def batch_class(submissions: tuple[Path, ...], out: Path, reports: Path | None, jobs: int | None, release: Path | None,
-                shard_spec, deadline, roster, prefix: str | None, scores_csv: Path | None, quick: bool,
-                seed: str | None, case_timeout: float, piece_timeout: float, memory_gb: float) -> None:
+                shard_spec, deadline, roster, prefix: str | None, scores_csv: Path | None, disk_budget: int | None,
+                quick: bool, seed: str | None, case_timeout: float, piece_timeout: float, memory_gb: float) -> None:
     """Regrade a class: per student a repository, its exercises/ folder, a .zip or a .ipynb, in parallel; or a
     folder of them, as `grade batch collect` and `gh teacher download` write. With --roster and --prefix the class
     is the roster's students: one without a repository gets an error row, a repository of no student's is left
@@ -147,7 +150,7 @@ def batch_class(submissions: tuple[Path, ...], out: Path, reports: Path | None, 
                                 jobs=jobs or verb.default_jobs(), seed=resolve_seed(seed), release=release,
                                 shard=shard_spec, before=deadline, limits=Limits(case_timeout, piece_timeout,
                                                                                  memory_gb, quick),
-                                roster=roster, prefix=prefix or "", scores=scores_csv)
+                                roster=roster, prefix=prefix or "", scores=scores_csv, disk=disk_budget)
     except verb.ReportsFolder as e:
         raise click.BadParameter(str(e), param_hint="--reports") from None
     part = f"shard {shard_spec}: " if shard_spec else ""
@@ -178,8 +181,11 @@ def batch_collect(dest: Path, org: str, roster, prefix: str | None, jobs: int) -
         raise click.BadParameter(str(e)) from None
     except verb.GhError as e:
         raise click.ClickException(str(e)) from None
+    # every student in exactly one count: a clone left out for its size (this run's or a placeholder already
+    # there) is neither cloned nor kept, and it is graded as an error row
     click.echo(f"{dest}: {len(done.cloned)} cloned, {len(done.kept)} already there, {len(done.missing)} without a "
-               f"repository, {len(done.failed)} not cloned, of {done.students} student(s)")
+               f"repository, {len(done.cut)} left out as too large, "
+               f"{len(done.failed)} not cloned, of {done.students} student(s)")
     for student, repo in done.missing:
         click.echo(f"no repository: {student} (expected {org}/{repo})")
     for student, repo, why in done.failed:

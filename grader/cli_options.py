@@ -1,6 +1,7 @@
 """Options the `grade` command's verbs share: the grading options of `grade` (check) and `grade batch`."""
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -36,6 +37,30 @@ def _beyond_the_jail(path: Path) -> None:
     if under:
         raise click.BadParameter(f"{path} lies in {under[0]}, which graded code may read; keep the key where it cannot "
                                  "(/etc/attnlab/seal-key, readable by you alone)", param_hint="--seal-key-file")
+
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}  # binary, as staging.DISK_BYTES counts
+
+
+def parse_size(text: str) -> int:
+    """'4G', '500M', '1.5GB', '2048' (bytes) -> bytes; ValueError for anything else, or for nothing at all."""
+    match = _SIZE.fullmatch(text)
+    if not match:
+        raise ValueError(f"{text!r} is not a size: write a number and a unit, e.g. 4G or 500M")
+    size = int(float(match[1]) * _UNITS[match[2].upper()])
+    if size <= 0:
+        raise ValueError(f"{text!r} is no room at all: give a size above zero, e.g. 4G")
+    return size
+
+
+def size_option(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return parse_size(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
 
 
 def grading_options(command):

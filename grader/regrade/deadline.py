@@ -10,7 +10,9 @@ configuration either (no filters, no credential helpers); the commit's tree is c
 What the clone holds is read as any submission folder is (grader/regrade/intake.py).
 
 A commit's time is what the student's machine wrote into it: a student can backdate a commit. The
-deadline is a cut on those times, not on when a push reached GitHub (see docs/threat-model.md).
+deadline is a cut on those times, not on when a push reached GitHub (see docs/threat-model.md). The cut compares
+instants; every time the rows and reports show (the commit's, the deadline's) is written in the zone the deadline
+was given in, so an instructor who wrote -05:00 reads -05:00 times beside it (a deadline in UTC: Z).
 """
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ GIT = ["git", "-c", "safe.directory=*", "-c", "core.hooksPath=/dev/null"]
 @dataclass(frozen=True)
 class Commit:
     sha: str
-    time: str  # ISO 8601, UTC
+    time: str  # ISO 8601, in the deadline's zone
     late: int  # commits reachable from HEAD made at or after the deadline: not graded
 
 
@@ -59,8 +61,11 @@ def parse(text: str) -> datetime:
     return when
 
 
-def iso(when: datetime) -> str:
-    return when.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+def iso(when: datetime, zone: datetime | None = None) -> str:
+    """`when` written in `zone`'s offset (default: its own), UTC as Z; the instant is the same either way."""
+    target = (zone or when).tzinfo or timezone.utc
+    text = when.astimezone(target).isoformat()
+    return text[:-6] + "Z" if text.endswith(("+00:00", "-00:00")) else text
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -184,10 +189,10 @@ def checkout(repo: Path, before: datetime, into: Path) -> tuple[Path, Commit]:
     on_time = [(t, -i, sha) for i, (sha, t) in enumerate(commits) if t < cut]
     late = len(commits) - len(on_time)
     if not on_time:
-        first = iso(datetime.fromtimestamp(min(t for _, t in commits), timezone.utc))
+        first = iso(datetime.fromtimestamp(min(t for _, t in commits), timezone.utc), before)
         raise Refused(f"late: no commit before the deadline {iso(before)} (the first is from {first}); "
                       f"{late} commit(s) not graded")
     t, _, sha = max(on_time)  # the latest on time; of equal times, the first git lists
     _count_tree(sha, env, clone)
     _git(["checkout", "--quiet", "--detach", sha], env, clone)
-    return clone, Commit(sha, iso(datetime.fromtimestamp(t, timezone.utc)), late)
+    return clone, Commit(sha, iso(datetime.fromtimestamp(t, timezone.utc), before), late)

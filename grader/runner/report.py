@@ -6,7 +6,7 @@ from collections import Counter
 
 from grader.runner.results import CaseResult, PieceRun
 # the report's data and its text made safe, which every format (grader.runner.markdown too) builds on
-from grader.runner.summary import GAP_MEANS, as_dict, piece_score, quick_note, safe, title, withheld_note
+from grader.runner.summary import as_dict, jail_note, piece_score, quick_note, safe, title, withheld_note
 
 def total_score(runs: list[PieceRun]) -> tuple[int, int]:
     """(points earned, points possible) over all pieces."""
@@ -52,16 +52,7 @@ def to_text(runs: list[PieceRun], source: str, color: bool = False, quick: tuple
     total, top = total_score(runs)
     skipped = Counter(safe(c.message) for r in runs for c in r.cases if c.skipped)
     lines += [""] + [f"({n} point-free case(s) {m})" for m, n in sorted(skipped.items())]
-    gaps = sorted({safe(g, 80) for r in runs for g in r.jail})
-    if gaps:
-        means = [what for layer, what in GAP_MEANS.items() if layer in gaps]
-        if means:  # what graded code can do here that the jail stops elsewhere: said, since nothing here stops it
-            lines.append(f"(note: the worker jail here lacks {', '.join(gaps)}, so graded code here can")
-            lines.append(f" {' and '.join(means)}; the score counts the same,")
-            lines.append(" but the one to trust is a graded run on Linux (the per-push grade, Gradescope) or your instructor's regrade)")
-        else:
-            lines.append(f"(note: the worker jail here lacks {', '.join(gaps)}; the score counts the same,")
-            lines.append(" but the one to trust is a graded run on Linux (the per-push grade, Gradescope) or your instructor's regrade)")
+    lines += jail_note(sorted({safe(g, 80) for r in runs for g in r.jail}))
     lines += [f"Total: {total}/{top}" + (f" ({quick_note(quick)})" if quick else "")]
     return "\n".join(lines)
 

@@ -38,6 +38,41 @@ def safe(text: object, limit: int = 300) -> str:
 # without seccomp its one socket back to the judge can be re-aimed (connect(AF_UNSPEC), then connect) and new
 # ones opened; without Landlock every file this user may read is open to it
 GAP_MEANS = {"seccomp": "reach this machine's ports and the network", "landlock": "read every file this user can"}
+# the jail layers (as grader/worker/jail.py names them, and the JSON report's jail_missing keeps them) in words a
+# student can act on: the layer names alone read as a fault of theirs, or of their score
+GAP_WORDS = {
+    "unprivileged uid": "as the user that started grade (root here), not as the locked-down user nobody, because "
+                        "the user nobody cannot read this machine's Python installation",
+    "capabilities": "with root's powers, which could not be dropped",
+    "landlock": "without Landlock's fence on the files it may open",
+    "seccomp": "without seccomp's filter on the system calls it may make",
+    "network namespace": "on this machine's network instead of cut off from it",
+    "IPC namespace": "sharing this machine's inter-process channels instead of having its own",
+    "process limit": "without a cap on the processes and threads it starts",
+    "CPU quota": "without being held to one CPU",
+    "resource limits": "without caps on its memory, CPU time and open files (the grader's own time limits still "
+                       "stop it)",
+}
+UNCHANGED = "this does not change your score: the same cases run and count the same points"
+TRUST = "the one to trust is a graded run on Linux (the per-push grade, Gradescope) or your instructor's regrade"
+# the whole note as jail_note writes it, for taking it out of what is published (grader/verbs/release.py)
+JAIL_NOTE = re.compile(r"^\(note: graded code here runs .*?" + re.escape(UNCHANGED) + r"[^\n]*\)(\n|$)",
+                       re.MULTILINE | re.DOTALL)
+
+
+def jail_note(gaps: list[str], trust: str = TRUST) -> list[str]:
+    """The lines that say which jail layers this machine lacks (each already made safe), in words, and that the
+    score is not changed by it; [] where none is missing."""
+    if not gaps:
+        return []
+    named = {g.partition(" (")[0]: g for g in gaps}  # an older worker's "unprivileged uid (why)" is the same layer
+    known = [words for layer, words in GAP_WORDS.items() if layer in named]
+    known += [f"without the jail layer {g}" for layer, g in named.items() if layer not in GAP_WORDS]
+    means = [what for layer, what in GAP_MEANS.items() if layer in gaps]
+    lines = [f"(note: graded code here runs {'; '.join(known)}" + ("," if means else ";")]
+    if means:  # what graded code can do here that the jail stops elsewhere: said, since nothing here stops it
+        lines.append(f" so graded code here can {' and '.join(means)};")
+    return lines + [f" {UNCHANGED}, but {trust})"]
 
 
 def title(case: str) -> str:

@@ -15,6 +15,9 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from grader import REFERENCE
@@ -78,7 +81,51 @@ def _notebook_extras(execute: bool) -> None:
                            + ("" if "nbformat" in missing else " (or pass --no-execute to skip running it)"))
 
 
-def solutions(out: Path, execute: bool = True) -> Path:
+class Progress:
+    """One line per executed code cell (nbclient's on_cell_execute and on_cell_executed hooks): running the
+    solutions takes minutes, and a silent terminal looks hung."""
+
+    def __init__(self, nb, say: Callable[[str], None]) -> None:
+        code = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code" and cell.source.strip()]
+        self.number = {index: n for n, index in enumerate(code, 1)}  # a cell's place among those that run
+        self.total, self.say, self.started = len(code), say, time.monotonic()
+
+    def start(self, cell, cell_index: int, **_) -> None:
+        self.started = time.monotonic()
+
+    def done(self, cell, cell_index: int, execute_reply=None, **_) -> None:
+        seconds = time.monotonic() - self.started
+        n = self.number.get(cell_index, cell_index + 1)
+        name = f" ({cell.get('id')})" if cell.get("id") else ""
+        failed = " and failed" if (execute_reply or {}).get("content", {}).get("status") == "error" else ""
+        self.say(f"ran cell {n} of {self.total}{name} in {seconds:.1f} s{failed}")
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def strip_jail_note(nb) -> None:
+    """Take the jail note out of every code cell's printed and displayed text: the check cell's report describes
+    the worker jail of the machine that ran the solutions, the instructor's, not the one a student grades on."""
+    from grader.runner.summary import JAIL_NOTE
+
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream":
+                output["text"] = JAIL_NOTE.sub("", output.get("text", ""))
+            elif isinstance(output.get("data", {}).get("text/plain"), str):
+                output["data"]["text/plain"] = JAIL_NOTE.sub("", output["data"]["text/plain"])
+
+
+def client(make, nb, cwd: str, progress: Progress):
+    """The NotebookClient (`make`) that runs the solutions in `cwd`, telling `progress` of each cell."""
+    # coalesced, a report printed in pieces is one stream output, so strip_jail_note sees its note whole
+    return make(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": cwd}}, coalesce_streams=True,
+                on_cell_execute=progress.start, on_cell_executed=progress.done)
+
+
+def solutions(out: Path, execute: bool = True, say: Callable[[str], None] = _say) -> Path:
     """The reference code and the solution notebook (executed, with its plots) in `out`.
 
     The notebook is built and run before anything is written: a missing extra or a failing cell leaves no
@@ -93,13 +140,15 @@ def solutions(out: Path, execute: bool = True) -> Path:
     if execute:
         from nbclient import NotebookClient
 
+        progress = Progress(nb, say)
         with tempfile.TemporaryDirectory(prefix="attnlab-solutions-") as cwd:
             try:
-                NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": cwd}}).execute()
+                client(NotebookClient, nb, cwd, progress).execute()
             except Exception as e:  # noqa: BLE001 - a failing cell, a missing kernel, a timeout: one line each
                 last = (str(e).strip().splitlines() or [type(e).__name__])[-1][:200]
                 raise ReleaseError(f"the solution notebook did not run ({last}); nothing was written. "
                                    "Try `grade release solutions --no-execute OUT`") from None
+        strip_jail_note(nb)
     import nbformat
 
     out.mkdir(parents=True, exist_ok=True)

@@ -110,7 +110,7 @@ def apply(keep_fds: tuple[int, ...], limits: JailLimits, readable: list[str]) ->
             os.setresgid(NOBODY, NOBODY, NOBODY)
             os.setresuid(NOBODY, NOBODY, NOBODY)  # leaves no capability behind
         else:
-            missing.append("unprivileged uid (the interpreter is not readable by nobody)")
+            missing.append("unprivileged uid")  # why, in words: grader/runner/summary.py GAP_WORDS
             if not _drop_capabilities():  # still uid 0, but with none of root's powers
                 missing.append("capabilities")
     gpu = bool(gpu_devices())  # looked up before Landlock closes /dev to the listing

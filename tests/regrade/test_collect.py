@@ -54,7 +54,8 @@ def test_each_roster_students_repository_is_cloned_whole_and_the_missing_are_lis
     assert commits(dest / f"{PREFIX}alice") == 2  # the whole history: --before reads it
     lines = result.output.splitlines()
     assert lines[-1] == f"no repository: carol (expected {ORG}/{PREFIX}carol)"
-    assert f"{dest}: 2 cloned, 0 already there, 1 without a repository, 0 not cloned, of 3 student(s)" in lines
+    assert (f"{dest}: 2 cloned, 0 already there, 1 without a repository, 0 left out as too large, 0 not cloned, "
+            "of 3 student(s)") in lines
     calls = (tmp / "gh.log").read_text().splitlines()
     assert calls[0] == "gh auth status"
     assert sorted(c.split()[3] for c in calls[1:]) == [f"{ORG}/{PREFIX}{u}" for u in ("alice", "bob", "carol")]
@@ -155,7 +156,7 @@ def test_a_clone_over_the_cap_is_left_as_a_placeholder_said_in_a_line_and_kept_s
     commit(tmp / "github" / ORG / f"{PREFIX}bob", "2026-11-23T12:00:00Z", {"data.bin": os.urandom(3 << 20).hex()})
     dest = tmp / "class"
     env = {**env, "ATTNLAB_MAX_REPO_MB": "2"}
-    for _ in range(2):  # the rerun keeps the placeholder, and says so again
+    for rerun in range(2):  # the rerun keeps the placeholder, and says so again
         result = collect(env, dest, "--org", ORG, "--prefix", PREFIX, "--roster", roster)
         assert result.exit_code == 0, result.output
         said = [line for line in result.output.splitlines() if line.startswith("too large: ")]
@@ -164,4 +165,7 @@ def test_a_clone_over_the_cap_is_left_as_a_placeholder_said_in_a_line_and_kept_s
         assert sorted(p.name for p in dest.iterdir()) == [f"{PREFIX}alice", f"{PREFIX}bob"]
         assert [p.name for p in (dest / f"{PREFIX}bob").iterdir()] == [".attnlab-too-large.json"]
         assert commits(dest / f"{PREFIX}alice") == 2
+        # every student in one count: Bob is neither cloned nor kept, and not lost from the sum either
+        assert f"{dest}: {1 - rerun} cloned, {rerun} already there, 1 without a repository, 1 left out as too large, 0 not " \
+               "cloned, of 3 student(s)" in result.output.splitlines(), result.output
     assert sum(p.stat().st_size for p in (dest / f"{PREFIX}bob").rglob("*")) < 1000

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from grader import ROOT
 from grader.cli import cli
+from grader.files import Refused
 from grader.regrade import deadline
 
 from helpers import REFERENCE
@@ -40,7 +41,8 @@ def commit(repo, when: str, files: dict) -> str:
 def test_a_deadline_without_a_time_zone_is_refused_since_it_would_cut_at_another_instant_elsewhere():
     with pytest.raises(ValueError, match="has no time zone"):
         deadline.parse("2026-12-01T23:59")
-    assert deadline.iso(deadline.parse(DEADLINE)) == "2026-12-02T04:59:00Z"
+    assert deadline.iso(deadline.parse(DEADLINE)) == DEADLINE  # written in the zone it was given in
+    assert deadline.iso(deadline.parse("2026-12-02T04:59:00+00:00")) == "2026-12-02T04:59:00Z"
     result = CliRunner().invoke(cli, ["batch", ".", "--before", "tomorrow"])
     assert result.exit_code == 2 and "Invalid value for --before" in result.output
 
@@ -72,18 +74,18 @@ def test_the_regrade_grades_the_last_commit_before_the_deadline_and_says_what_ca
     assert "graded 2 submission(s), 1 late, 1 unreadable; gradebook:" in result.output  # bob is late, not unreadable
     rows = {r["student"]: r for r in csv.DictReader(out.open())}
     ada_row = rows["attention-lab-ada"]
-    assert ada_row["commit"] == on_time and ada_row["committed"] == "2026-12-02T04:58:00Z" and ada_row["late"] == "2"
+    assert ada_row["commit"] == on_time and ada_row["committed"] == "2026-12-01T23:58:00-05:00" and ada_row["late"] == "2"
     assert ada_row["total"] == ada_row["max_score"] != "0"  # the solved commit, not the broken one after it
     assert ada_row["status"] == "ok: 2 commit(s) after the deadline not graded"
     assert rows["attention-lab-bob"]["status"].startswith("error: late: no commit before the deadline "
-                                                          "2026-12-02T04:59:00Z (the first is from 2026-12-02T06:00:00Z)")
+                                                          f"{DEADLINE} (the first is from 2026-12-02T01:00:00-05:00)")
     assert rows["attention-lab-bob"]["total"] == "0"
     assert rows["attention-lab-cy"]["commit"] == cy_sha and rows["attention-lab-cy"]["total"] == "0"
     assert rows["attention-lab-cy"]["late"] == "0" and rows["attention-lab-cy"]["status"] == "ok"
     assert rows["attention-lab-dee"]["status"].startswith("error: git cannot read this repository")
     report = json.loads((tmp_path / "grades-reports" / "attention-lab-ada.json").read_text())
     assert report["commit"] == on_time and report["late"] == 2
-    assert json.loads((tmp_path / "grades-manifest.json").read_text())["before"] == "2026-12-02T04:59:00Z"
+    assert json.loads((tmp_path / "grades-manifest.json").read_text())["before"] == DEADLINE
     assert (tmp_path / "grades-code" / "attention-lab-ada" / "context.py").read_bytes() == solved.read_bytes()
 
 
@@ -101,3 +103,29 @@ def test_git_never_runs_the_repositorys_own_hooks_or_configuration(tmp_path):
     folder, found = deadline.checkout(repo, deadline.parse(DEADLINE), tmp_path / "work")
     assert (folder / "exercises" / "context.py").read_bytes() == (REFERENCE / "context.py").read_bytes()
     assert found.late == 0 and not planted.exists()
+
+
+# --- issue 32 §1: times are shown in the deadline's zone; the cut compares instants ----------------------------
+
+MARCH = "2026-03-01T23:59:00-05:00"  # 2026-03-02T04:59:00Z
+
+
+def test_commit_times_are_written_in_the_deadlines_zone_and_the_cut_holds_across_zones(tmp_path):
+    repo = tmp_path / "attention-lab-fay"
+    commit(repo, "2026-03-01T09:00:00-05:00", {"exercises/context.py": "# first\n"})
+    # March 2 on the student's clock, 21:00 on the deadline's: on time
+    on_time = commit(repo, "2026-03-02T03:00:00+01:00", {"exercises/context.py": "# on time\n"})
+    # 23:59:30 on the student's clock, 00:59:30 on March 2 on the deadline's: late
+    commit(repo, "2026-03-01T23:59:30-06:00", {"exercises/context.py": "# late\n"})
+    _, found = deadline.checkout(repo, deadline.parse(MARCH), tmp_path / "work")
+    assert (found.sha, found.time, found.late) == (on_time, "2026-03-01T21:00:00-05:00", 1)
+    _, found = deadline.checkout(repo, deadline.parse("2026-03-02T04:59:00Z"), tmp_path / "utc")
+    assert (found.sha, found.time, found.late) == (on_time, "2026-03-02T02:00:00Z", 1)  # a deadline in UTC: Z
+
+    late = tmp_path / "attention-lab-gus"
+    commit(late, "2026-03-02T00:00:00-05:00", {"exercises/context.py": "# a minute late\n"})
+    with pytest.raises(Refused) as refused:
+        deadline.checkout(late, deadline.parse(MARCH), tmp_path / "late")
+    assert str(refused.value) == ("late: no commit before the deadline 2026-03-01T23:59:00-05:00 (the first is from "
+                                  "2026-03-02T00:00:00-05:00); 1 commit(s) not graded")
+

@@ -1,0 +1,48 @@
+"""Issue 32 §3: a missing jail layer is said in plain words, with whether it changes the score; the layer names
+stay as the worker gives them where code reads them (the JSON report's jail_missing)."""
+from __future__ import annotations
+
+import json
+
+from grader.runner import markdown
+from grader.runner.report import to_json, to_text
+from grader.runner.results import CaseResult, PieceRun
+from grader.runner.summary import GAP_MEANS, JAIL_NOTE
+
+
+def runs(*gaps: str) -> list[PieceRun]:
+    return [PieceRun("context", [CaseResult("test_shape", 2, True, "")], jail=list(gaps))]
+
+
+def test_a_missing_unprivileged_uid_is_said_in_plain_words_and_that_the_score_is_unchanged():
+    text = to_text(runs("unprivileged uid"), "exercises")
+    note = [line for line in text.splitlines() if line.startswith(("(note:", " "))]
+    assert note[0].startswith("(note: graded code here runs as the user that started grade (root here), not as the "
+                              "locked-down user nobody, because the user nobody cannot read this machine's Python "
+                              "installation")
+    assert "this does not change your score" in text and "lacks" not in text
+    assert text.splitlines()[-1] == "Total: 2/2"
+    assert json.loads(to_json(runs("unprivileged uid")))["pieces"][0]["jail_missing"] == ["unprivileged uid"]
+
+
+def test_an_older_workers_layer_with_its_reason_reads_the_same():
+    old = to_text(runs("unprivileged uid (the interpreter is not readable by nobody)"), "exercises")
+    assert old == to_text(runs("unprivileged uid"), "exercises")
+
+
+def test_what_a_missing_layer_lets_graded_code_do_is_still_said_and_the_layers_stay_named_in_markdown():
+    text = to_text(runs("seccomp", "landlock"), "exercises")
+    assert "without seccomp's filter on the system calls it may make" in text
+    assert f"so graded code here can {GAP_MEANS['seccomp']} and {GAP_MEANS['landlock']}" in text
+    assert "the one to trust is a graded run on Linux (the per-push grade, Gradescope) or your instructor's regrade" in text
+    md = markdown.to_markdown(runs("seccomp", "unprivileged uid"))
+    said = [line for line in md.splitlines() if "jail layers missing" in line]
+    assert len(said) == 1 and said[0].startswith("- Graded code here runs as the user that started grade")
+    assert "this does not change your score" in said[0] and "` seccomp `" in said[0] and "` unprivileged uid `" in said[0]
+    assert "the per-push grade" not in said[0]  # the summary is the per-push grade: the regrade is above it
+
+
+def test_the_note_can_be_taken_out_whole_and_nothing_else_with_it():
+    for gaps in (("unprivileged uid",), ("seccomp", "landlock", "resource limits"), ("a layer of the future",)):
+        text = to_text(runs(*gaps), "exercises")
+        assert JAIL_NOTE.sub("", text) == to_text(runs(), "exercises"), gaps

@@ -9,7 +9,8 @@ order, so an instructor can set the two side by side (or import either where the
   first_name, last_name, email, section: the roster.csv's, where it has them;
 - score, max_score: the regrade's, whole numbers; a roster student with no repository gets a blank score, as
   Classroom 50 writes for a student who never submitted;
-- datetime: the graded commit's time (`YYYY-MM-DDTHH:MM:SSZ`), known with `--before`, else empty;
+- datetime: the graded commit's time in the deadline's zone (`YYYY-MM-DDTHH:MM:SS-05:00`, or `...Z` for a UTC
+  deadline), known with `--before`, else empty;
 - submission_tag: `regrade` (`regrade-quick` for a --quick dry run, which is not the grade);
 - late: `true` for a repository with no commit before the deadline, `false` for one graded at a commit before
   it, empty without `--before`; submitted_by, review_url, override: empty.

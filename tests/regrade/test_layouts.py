@@ -139,7 +139,7 @@ def test_a_roster_class_in_shards_merges_into_the_unsharded_gradebook_and_scores
     with open(tmp_path / "whole" / "s.csv", newline="", encoding="utf-8") as f:
         lines = {r["username"]: r for r in csv.DictReader(f)}
     assert list(lines) == ["erin", "alice", "bob", "carol", "dave"]  # the roster's order
-    assert (lines["alice"]["datetime"], lines["alice"]["late"]) == ("2026-11-30T17:00:00Z", "false")
+    assert (lines["alice"]["datetime"], lines["alice"]["late"]) == ("2026-11-30T12:00:00-05:00", "false")  # the deadline's zone
     assert (lines["bob"]["score"], lines["bob"]["late"]) == ("0", "true")
     assert lines["erin"]["score"] == "" and lines["erin"]["first_name"] == "Erin"
     # a shard of another prefix is another class list: the merge refuses it

@@ -5,12 +5,12 @@ layout are normalised away), so a copy with renamed variables, new comments or a
 generated stubs are boilerplate: a piece left untouched, or the stub text around a solution (its docstrings
 too, edited or not), matches nobody. Each piece is compared only with the same piece of every other student.
 
-What most of the class writes is the assignment, not a copy (as MOSS's -m and Dolos's fragment percentage have
-it): a run shared by at least COMMON_MIN (3) of the students who wrote a piece and by more than COMMON_SHARE (20%)
-of them is ignored, in the scores and the highlights; so is a piece that that many hand in identically. The
-threshold is a count of students, so the report is the same under any hash seed. Small classes: a run only two
-students share always counts, so in a class of two nothing but the stubs is ignored (the dictated lines can flag
-the pair; a person reads it), and in a class of three only what all three write.
+What most of the class writes is the assignment, not a copy (MOSS's -m, Dolos's fragment percentage): a run shared
+by at least COMMON_MIN (3) of the students who wrote a piece and by more than COMMON_SHARE (20%) of them is ignored,
+in the scores and the highlights, as is a short piece (under MIN_SHARED normalised characters) that many hand in
+identically. Runs are counted by their text, not copydetect's hashes, so the report is the same under any hash
+seed. Small classes: a run only two students share always counts, so a class of two ignores nothing but the stubs
+(the dictated lines can flag the pair; a person reads it) and a class of three only what all three write.
 
 Two pieces identical once comments and layout are left out (names and strings kept) are reported as identical,
 score 1, however short: the MIN_SHARED floor below is for likeness, not for sameness.
@@ -20,12 +20,13 @@ skipped, as is anything not a plain file), at most MAX_BYTES each, and fingerpri
 every student byte, forbids scripts by its Content-Security-Policy and loads nothing from outside.
 
 Its limits: a high score says two files share long runs of normalised tokens, not that anyone copied.
-Pieces the spec nearly dictates still match honestly in a small class, and code both took from a
-third source (a tutorial, an earlier year, the leaked reference) matches just as a copy does, unless most of the
-class took it too, when it is ignored like the dictated lines: a copy ring of more than a fifth of the class is
-missed. A copy rewritten token by token (a loop for a comprehension, other calls) is missed, and so is a copy of a
-piece too short to tell (under MIN_SHARED shared characters) unless it is identical. A piece's score is the larger
-of the two files' copied shares, so a copy padded with code of its own still scores high.
+Lines the spec nearly dictates still match honestly where few write them alike (a small class; two students alone in
+writing the reference's order of them), and code both took from a third source (a tutorial, an earlier year, the
+leaked reference) matches just as a copy does, unless over a fifth of the class took it too: then it is ignored like
+the dictated lines, and a copy ring that large shows only where its pieces are identical and not short. A copy
+rewritten token by token (a loop for a comprehension, other calls) is missed, and so is a copy too short to tell
+(under MIN_SHARED shared characters) unless it is identical. A piece's score is the larger of the two files'
+copied shares, so a copy padded with code of its own still scores high.
 """
 from __future__ import annotations
 
@@ -43,19 +44,16 @@ from types import SimpleNamespace
 import numpy as np
 
 from grader import EXERCISES, REFERENCE
-from grader.pieces import MODULES, PIECES
 from grader.files import READ_FLAGS
+from grader.pieces import MODULES, PIECES
 
 MAX_BYTES = 256 * 1024  # a lab file is a few KB; more is padding meant to slow the report or bloat the page
 NOISE = 25  # copydetect's k: the shortest run of normalised characters that counts as shared
 # fewer shared normalised characters than this score a piece 0: the encoder's obvious three lines (about 40) or
 # the one-line context are the same for anyone who writes them the natural way, and would flag half the class
 MIN_SHARED = 2 * NOISE
-# a fragment (or a whole piece, identical) is the assignment's, not a copy, when at least COMMON_MIN of the students
-# who wrote the piece share it and more than COMMON_SHARE of them do (Dolos's fragment percentage, MOSS's -m): what
-# the task dictates (the mask filled with -inf, the softmax over the last dimension, the reference's one-line
-# context) is written alike by many, a copy by two or three. Never fewer than 3: what only two share can be either,
-# so it always counts, and a class of two or three keeps every fragment that not all three share
+# what the task dictates (the mask filled with -inf, the softmax over the last dimension, the reference's one-line
+# context) is written alike by many, a copy by two or three; what only two share can be either, so it always counts
 COMMON_SHARE = 0.2
 COMMON_MIN = 3
 PARALLEL_FROM = 200  # students from which the pieces are compared in processes side by side
@@ -195,13 +193,13 @@ def _grams(filtered: str) -> set[str]:
 
 
 def _stub_grams(stubs: list[str], cd: SimpleNamespace) -> set[str]:
-    return {g for t in stubs for g in _grams(_prints(t, cd).filtered_code)}
+    return {g for t in stubs for g in _grams(_prints(t, cd, "stub.py").filtered_code)}
 
 
-def _prints(text: str, cd: SimpleNamespace):
+def _prints(text: str, cd: SimpleNamespace, name: str = "piece.py"):
     # a window of 1 keeps every k-gram; a wider one keeps the least hash of each window, and Python's str hash
     # changes with PYTHONHASHSEED, so the scores would change run to run
-    return cd.CodeFingerprint("piece.py", NOISE, 1, fp=io.StringIO(text))
+    return cd.CodeFingerprint(name, NOISE, 1, fp=io.StringIO(text))
 
 
 def _ignore(fp, ignored: set[int], cd: SimpleNamespace):
@@ -221,7 +219,7 @@ def _compare(texts: dict[str, str], stubs: list[str], cd: SimpleNamespace) -> tu
     students = sorted(texts)
     n = len(students)
     scores, same = np.zeros((n, n)), np.zeros((n, n), dtype=bool)
-    prints = [_prints(texts[s], cd) for s in students]
+    prints = [_prints(texts[s], cd, "written.py") for s in students]
     filtered = [fp.filtered_code for fp in prints]
     writers = sum(bool(f) for f in filtered)  # an untouched stub writes nothing and shares nothing
     # k-grams as strings, not copydetect's hashes: str hashes change with PYTHONHASHSEED and between processes
@@ -243,8 +241,9 @@ def _compare(texts: dict[str, str], stubs: list[str], cd: SimpleNamespace) -> tu
             groups.setdefault(_bare(texts[s]), []).append(i)
     note = ""
     for members in groups.values():
-        if _common(len(members), writers):
-            note += f"{len(members)} of the {writers} who wrote it hand in the same code; "
+        # the obvious one-liner many type alike is the assignment's; longer code that many hand in alike is not
+        if len(filtered[members[0]]) < MIN_SHARED and _common(len(members), writers):
+            note += f"{len(members)} of the {writers} who wrote it hand in the same short code; "
         elif len(members) > 1:
             at = np.ix_(members, members)
             same[at], scores[at] = True, 1.0
@@ -288,7 +287,9 @@ def _highlight(texts: tuple[str, str], prints: tuple, cd: SimpleNamespace) -> tu
 
 
 def report(code: Path, out: Path, *, stubs: Path | None = None, threshold: float = 0.5) -> list[dict]:
-    """Compare every student's pieces with every other's (same piece with same piece), the generated stubs taken as boilerplate; write the HTML report at `out`; return the pairs at or above `threshold`, highest first."""
+    """Compare every student's pieces with every other's (same piece with same piece), the stubs and what the class
+    writes alike left out; write the HTML report at `out`; return the pairs at or above `threshold`, highest first
+    ({a, b, score, pieces: {module: score}, identical: [module]})."""
     cd = _copydetect()
     pieces, notes = _collect(Path(code))
     stub_text = _stubs(stubs)
@@ -355,14 +356,14 @@ def _page(pairs: list[dict], shown: list[dict], pieces: dict, students: int, not
            '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'">',
            f"<title>Similarity report</title><style>{_STYLE}</style></head><body>",
            "<h1>Similarity report</h1>",
-           f"<p>{students} students, each piece compared with the same piece only, the stubs' lines left out. "
+           (f"<p>{students} students, each piece compared with the same piece only, the stubs' lines left out. "
            f"A piece's score is the larger share of either file found in the other, in runs of {NOISE} or more "
            f"characters once names, strings, comments and layout are normalised (copydetect {e(version)}), and 0 "
            f"under {MIN_SHARED} such characters shared; a pair's score is its highest piece's. "
            f"A run shared by more than {COMMON_SHARE:.0%} of the students who wrote the piece, and by at least "
-           f"{COMMON_MIN}, is the assignment's and is ignored, as is code that many hand in identically. Two pieces "
-           "identical once comments and layout are left out are <b>identical</b> and score 1, however short. "
-           f"{len(pairs)} pairs at or above {threshold:g}.</p>",
+           f"{COMMON_MIN}, is the assignment's and is ignored, as is short code that many hand in identically. "
+           "Two pieces identical once comments and layout are left out are <b>identical</b> and score 1, however "
+           f"short. {len(pairs)} pairs at or above {threshold:g}.</p>"),
            "<p>Files per piece: " + ", ".join(f"{m} {len(pieces[m])}" for m in MODULES) + "</p>",
            "<h2>Flagged pairs</h2>"]
     if pairs:

@@ -216,7 +216,9 @@ def write_class(code):
     files["kim"] = dict(files["ana"])  # byte for byte
     files["lee"] = {**honest("ivo"), "additive": disguised(files["eli"]["additive"]),
                     "encoder": disguised(files["eli"]["encoder"])}
-    files["lee"]["context"] = solve("context", {"attention_context": "return torch.einsum('bt,bth->bh',alpha,encoder_outputs)"})
+    # his own context, ben's line in other quotes and spacing: a one-liner two can well write alike
+    files["lee"]["context"] = solve("context", {"attention_context":
+                                                "return torch.einsum('bt,bth->bh',alpha,encoder_outputs)"})
     for student, pieces in files.items():
         (code / student).mkdir(parents=True)
         for module, text in pieces.items():
@@ -279,7 +281,7 @@ def test_the_dictated_lines_alone_flag_nobody(graded):
 def test_the_page_says_what_counts_as_common(graded):
     _, _, _, page = graded
     assert f"shared by more than {similarity.COMMON_SHARE:.0%} of the students" in page and "ignored" in page
-    assert "context.py: 3 of the 12 who wrote it hand in the same code" in page
+    assert "context.py: 3 of the 12 who wrote it hand in the same short code" in page
     assert "<td class=hi>identical</td>" in page
 
 
@@ -308,3 +310,19 @@ def test_a_class_of_three_ignores_what_all_three_write(tmp_path):
 def test_a_byte_identical_copy_in_a_class_of_two_is_identical(tmp_path):
     [pair] = small(tmp_path, "ana", "kim")
     assert pair["pieces"] == {m: 1.0 for m in TAKEN} and len(pair["identical"]) == len(TAKEN)
+
+
+def test_long_code_that_many_hand_in_alike_stays_identical_but_a_short_one_is_common(tmp_path):
+    """Four of six hand in ana's files: her additive scores are no obvious one-liner, so four alike is copying;
+    her encoder and context are short, and four alike is what the class writes."""
+    files = write_class(tmp_path / "ALL")
+    for s in ("ana", "kim", "ann", "kat", "dev", "gus"):
+        (tmp_path / "CODE" / s).mkdir(parents=True)
+        for module, text in files["ana" if s in ("kim", "ann", "kat") else s].items():
+            (tmp_path / "CODE" / s / f"{module}.py").write_text(text)
+    pairs = similarity.report(tmp_path / "CODE", tmp_path / "r.html")
+    four = {tuple(sorted(p)) for p in [("ana", "kim"), ("ana", "ann"), ("ana", "kat"), ("ann", "kim"),
+                                       ("kat", "kim"), ("ann", "kat")]}
+    assert {(p["a"], p["b"]) for p in pairs} == four
+    assert all(p["identical"] == ["additive"] and p["pieces"]["encoder"] == 0.0 for p in pairs)
+    assert "encoder.py: 4 of the 6 who wrote it hand in the same short code" in (tmp_path / "r.html").read_text()

@@ -11,9 +11,11 @@ from __future__ import annotations
 import gc
 import json
 import os
+import signal
 import sys
 
 from grader import host
+from grader.worker.worker_forkserver import die_with_parent
 
 
 def _warm() -> None:
@@ -51,10 +53,13 @@ def _warm() -> None:
     gc.freeze()
 
 
-def _child(req: dict) -> None:
+def _child(req: dict, server: int) -> None:
     from grader.runner.launch import limit_child, key_pipe
 
     try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the server's handlers are the server's alone
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        die_with_parent(server)
         limit_child(req["memory_gb"])
         os.chdir(req["cwd"])
         r = key_pipe(req["key"])
@@ -77,6 +82,18 @@ def _child(req: dict) -> None:
 
 
 WORKERS = -1  # the descriptor of the workers' fork server, inherited by every judge
+JUDGE = 0  # the judge running now: a stop ends its process group
+
+
+def _stopped(signum: int, frame) -> None:
+    """SIGTERM or SIGINT (the run stopping, or its parent dead): end the judge now, then this server; the workers'
+    server follows it (die_with_parent)."""
+    if JUDGE:
+        try:
+            os.killpg(JUDGE, signal.SIGKILL)
+        except OSError:
+            pass
+    os._exit(128 + signum)
 
 
 def _reset_workers() -> None:
@@ -90,15 +107,18 @@ def _reset_workers() -> None:
         pass
 
 
-def serve() -> None:
-    global WORKERS
+def serve(parent: int | None = None) -> None:
+    global WORKERS, JUDGE
     import socket
     import subprocess
 
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _stopped)
+    die_with_parent(os.getppid() if parent is None else parent, signal.SIGTERM)
     mine, theirs = socket.socketpair()  # started before _warm(): its memory never held a case
     from grader.childenv import worker_env
 
-    subprocess.Popen(host.python("grader.worker.worker_forkserver", str(theirs.fileno())), pass_fds=(theirs.fileno(),), env=worker_env(),
+    subprocess.Popen(host.python("grader.worker.worker_forkserver", str(theirs.fileno()), str(os.getpid())), pass_fds=(theirs.fileno(),), env=worker_env(),
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     theirs.close()
     WORKERS = mine.detach()
@@ -107,15 +127,18 @@ def serve() -> None:
     os.dup2(2, 1)  # stray prints must never reach the reply channel
     for line in sys.stdin:
         req = json.loads(line)
+        server = os.getpid()
         pid = os.fork()
         if pid == 0:
-            _child(req)
+            _child(req, server)
+        JUDGE = pid
         reply.write(json.dumps({"pid": pid}) + "\n")
         _, status = os.waitpid(pid, 0)
+        JUDGE = 0
         _reset_workers()
         code = os.waitstatus_to_exitcode(status)
         reply.write(json.dumps({"pid": pid, "status": code}) + "\n")
 
 
 if __name__ == "__main__":
-    serve()
+    serve(int(sys.argv[1]) if len(sys.argv) > 1 else None)

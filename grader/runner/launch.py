@@ -65,15 +65,28 @@ def kill_tree(proc: subprocess.Popen) -> None:
         pass
 
 
+class Stopped(Exception):
+    """The run was told to stop (grader.runner.stops) while a piece ran: the piece has no result, and nothing is
+    started in its place. Not an OSError: run_piece's fallback to a fresh interpreter never catches it."""
+
+
+# a judge or a fork server that one of these ended was stopped from outside: the grader itself kills with SIGKILL
+_STOPS = {-signal.SIGTERM, -signal.SIGINT, 128 + signal.SIGTERM, 128 + signal.SIGINT}
+
+
 class Zygote:
     """The parent's side of a judges' fork server (grader.runner.judge_forkserver): one interpreter that imported torch,
     pytest and the judge's modules once, from which a judge is forked per piece (a zygote, as the process is called
-    that every Android app forks from); `run` asks it for one judge and waits for it with a deadline."""
+    that every Android app forks from); `run` asks it for one judge and waits for it with a deadline. `kill` ends it
+    and its judge at once, for a run that stops: then every `run` raises Stopped."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen(host.python("grader.runner.judge_forkserver"), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=child_env(), cwd=tempfile.gettempdir())
+        # the server dies with this process (its argument: whose death to watch for)
+        self.proc = subprocess.Popen(host.python("grader.runner.judge_forkserver", str(os.getpid())),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     env=child_env(), cwd=tempfile.gettempdir())
         self.buf = b""
+        self.stopped = False
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -93,6 +106,26 @@ class Zygote:
         return json.loads(line)
 
     def run(self, argv: list[str], cwd: str, key: str, output: Path, limits: Limits) -> tuple[int, str]:
+        if self.stopped:
+            raise Stopped("the run is stopping")
+        try:
+            code, status = self._run(argv, cwd, key, output, limits)
+        except (EOFError, OSError, TypeError, ValueError):
+            if self.stopped or self.signalled():
+                raise Stopped("the judges' fork server was stopped") from None
+            raise
+        if self.stopped or code in _STOPS:
+            raise Stopped("the judge was stopped")
+        return code, status
+
+    def signalled(self) -> bool:
+        """Whether the server ended by SIGTERM or SIGINT from outside (a whole process group stopped)."""
+        try:
+            return self.proc.wait(timeout=1) in _STOPS
+        except subprocess.TimeoutExpired:
+            return False
+
+    def _run(self, argv: list[str], cwd: str, key: str, output: Path, limits: Limits) -> tuple[int, str]:
         req = {"argv": argv, "cwd": cwd, "key": key, "output": str(output), "memory_gb": limits.memory_gb}
         self.proc.stdin.write((json.dumps(req) + "\n").encode())
         self.proc.stdin.flush()
@@ -106,6 +139,14 @@ class Zygote:
             pass
         self._line(None)
         return -9, "timeout"
+
+    def kill(self) -> None:
+        """End the server now; its judge and workers die with it (judge_forkserver), and no piece runs on it again."""
+        self.stopped = True
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
 
     def close(self) -> None:
         if self.alive():
@@ -208,7 +249,7 @@ def run_piece(
         ]
         start = time.perf_counter()
         watch = ProgressWatch(progress, on_progress) if on_progress else None
-        if zygote is not None and zygote.alive():
+        if zygote is not None and (zygote.alive() or zygote.stopped or zygote.signalled()):
             try:
                 code, status = zygote.run(argv, tmp, key, out_path, limits)
             except (EOFError, OSError, TypeError):  # the server died under us: fall back to a fresh process

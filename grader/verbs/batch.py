@@ -36,7 +36,8 @@ from grader.regrade.intake import Refused, unpack
 from grader.regrade.release_files import Verdict
 from grader.regrade.rowstatus import error_text, ok_text, status_of
 from grader.pieces import MODULES, PIECES, run_order
-from grader.runner.launch import Zygote
+from grader.runner import stops
+from grader.runner.launch import Stopped, Zygote
 from grader.runner.results import Limits
 
 if TYPE_CHECKING:
@@ -48,8 +49,7 @@ class ReportsFolder(ValueError):
 # --- the gradebook ------------------------------------------------------------------------------
 
 def error_row(name: str, message: str) -> dict:
-    """A gradebook row for a submission that could not be graded: zero everywhere, and why (the reason may quote
-    the submission: escaped as every report escapes it)."""
+    """The row of a submission that could not be graded: zero everywhere, and why (escaped, as in every report)."""
     return {"student": name, **{p: 0 for p in PIECES}, "total": 0, "max_score": None, "status": error_text(message)}
 
 
@@ -73,8 +73,7 @@ class Student:
 
 
 def remove(path: Path) -> None:
-    """rmtree, ignoring errors, and a tree too deep for its recursion too (one student's cleanup never stops the
-    batch; deadline.py refuses checkouts that deep, this is the second guard)."""
+    """rmtree, ignoring errors and a tree too deep for its recursion (deadline.py refuses those: a second guard)."""
     try:
         shutil.rmtree(path, ignore_errors=True)
     except RecursionError:
@@ -124,21 +123,39 @@ class Batch:
         self.left: dict[Path, int] = {}  # a training student's training cases still to run
         self.resumed = 0  # rows the journal held with the same inputs, taken as they were
         self.bar: tqdm | None = None
+        self.stop = stops.Stop()  # SIGTERM or SIGINT while `run` lasts: no row is written after it
 
     def run(self) -> tuple[int, int]:
-        """Grade the class (or the shard's part of it); returns (graded, unreadable)."""
-        self.plan()
-        with tempfile.TemporaryDirectory(prefix="attnlab-batch-") as tmp, \
-                ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
-            self.tmp = Path(tmp)
+        """Grade the class (or the shard's part of it); returns (graded, unreadable). Stopped by SIGTERM or SIGINT,
+        it ends every process it started, keeps the rows it finished and exits (`halt`)."""
+        with self.stop, tempfile.TemporaryDirectory(prefix="attnlab-batch-") as tmp:
+            self.plan()
+            self.tmp, pool = Path(tmp), ThreadPoolExecutor(max_workers=max(1, self.jobs))
             try:
-                self.launch(pool)
+                # launched on a thread of its own: the main thread, which alone hears signals, only waits
+                running = stops.until_stopped(lambda: self.launch(pool), self.stop) if not self.stop.stopped else None
+                if self.stop.stopped:
+                    self.halt(pool, running)
             finally:
                 if self.bar:
                     self.bar.close()
                 for z in self.zygotes:
                     z.close()
+                pool.shutdown(wait=not self.stop.stopped, cancel_futures=self.stop.stopped)
         return self.write()
+
+    def halt(self, pool: ThreadPoolExecutor, running: threading.Thread | None) -> None:
+        """Stopped: every process the run started ended (stops.end_all), the students graded so far kept (their rows,
+        the journal a rerun resumes from, a manifest that says the run did not finish), then one line and the exit."""
+        stops.end_all(list(self.zygotes), pool, running)  # copying a list is atomic: no lock a stuck thread holds
+        with self.gradebook.lock:
+            self.gradebook.finish()
+        self.journal.close()
+        rows = self.gradebook.rows
+        book.write_manifest(self.files, rows=rows, finished=False, resumed=self.resumed, **self.manifest)
+        if self.bar:
+            self.bar.close()
+        stops.leave(self.stop, len(rows), len(self.klass.paths) + len(self.klass.missing), self.files)
 
     # --- plan ---------------------------------------------------------------------------------------
 
@@ -255,6 +272,8 @@ class Batch:
     def zygote(self) -> Zygote:
         """This thread's fork server, started at its first piece."""
         if not hasattr(self.local, "zygote"):
+            if self.stop.stopped:  # a thread past `attempt`'s check as the stop came: no server the stop missed
+                raise Stopped("the run is stopping")
             self.local.zygote = Zygote()
             with self.lock:
                 self.zygotes.append(self.local.zygote)
@@ -263,7 +282,7 @@ class Batch:
     def attempt(self, path: Path, step: str, piece: str) -> None:
         """live[path]'s run_units or run_training of `piece`, unless that student already failed; a failure is
         recorded for the student's row, and grades nothing more of theirs."""
-        if path in self.failed:
+        if path in self.failed or self.stop.stopped:
             return
         try:
             getattr(self.live[path].job, step)(piece, self.zygote())
@@ -285,7 +304,9 @@ class Batch:
     # --- collect --------------------------------------------------------------------------------------
 
     def collect(self, path: Path) -> None:
-        """A student done grading: their report and row written, their staged files gone."""
+        """A student done grading: their report and row written, their staged files gone (none once stopping)."""
+        if self.stop.stopped or (isinstance(self.failed.get(path), Stopped) and self.stop.wait(5)):
+            return
         with self.lock:
             s = self.live.pop(path)
         e = self.failed.get(path)
@@ -299,6 +320,8 @@ class Batch:
         remove(s.into)
 
     def add(self, line: dict, inputs: str = "") -> None:
+        if self.stop.stopped:
+            return  # a stop may have cut what this row says short: the rerun writes it
         self.gradebook.add(line, inputs)
         if self.bar:
             self.bar.update(1)
@@ -353,12 +376,8 @@ def main(
     never stops the batch, and a rerun takes every row the journal holds for the same inputs as it is. With a
     `roster`, its students are the class (see class_list); `scores`: Classroom 50's scores.csv, too; `disk`: the
     bytes staging may hold at once (default staging.DISK_BYTES), each student at their worst case (staging.py).
-
-    The class is graded piece by piece, as `grade` grades one submission: every student's unit cases of one
-    piece (up to `jobs` at once, so the workers that run together hold the same reference), the pieces in
-    `pieces.run_order`, and then every student's training cases, any beside any other (see
-    grader/runner/schedule.py's Grading). The steps: `Batch`.
-    """
+    SIGTERM or SIGINT stops it: the rows it finished kept, it exits 143 or 130 (`Batch.halt`). The steps: `Batch`;
+    the order of the pieces: `Batch.launch`."""
     return Batch(submissions=submissions, out=out, reports=reports, jobs=jobs, seed=seed, limits=limits,
                  progress=progress, release=release, shard=shard, before=before, roster=roster, prefix=prefix,
                  scores=scores, disk=disk).run()

@@ -79,14 +79,46 @@ def _without(path: str, forbidden: list[str]) -> list[str]:
     return out
 
 
+PR_SET_PDEATHSIG = 1
+LIVE: set[int] = set()  # the workers alive now: what a stop ends
+
+
+def die_with_parent(parent: int, sig: int = signal.SIGKILL) -> None:
+    """`sig` to this process when `parent` dies (Linux): a run killed outright (SIGKILL, an OOM kill) leaves no fork
+    server or worker behind. The kernel sends it when the thread that forked this one ends; where the parent died
+    before this call, it is sent now."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        os.kill(os.getpid(), sig)
+
+
+def _stopped(signum: int, frame) -> None:
+    """SIGTERM or SIGINT (the run stopping, or its parent dead): end every worker (each leads its group), then this."""
+    for pid in list(LIVE):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    os._exit(128 + signum)
+
+
 def _spawn(req: dict, fds: list[int], readable: list[str]) -> int:
     chan, outw = fds
+    server = os.getpid()
     pid = os.fork()
     if pid:
         return pid
     try:
         os.setsid()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the server's handlers are the server's alone
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        die_with_parent(server)  # dropping to nobody in the jail clears it; then the server's _stopped ends it
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(outw, 1)
@@ -109,13 +141,16 @@ def _spawn(req: dict, fds: list[int], readable: list[str]) -> int:
         os._exit(3)
 
 
-def serve(control: int) -> None:
+def serve(control: int, parent: int | None = None) -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _stopped)
+    die_with_parent(os.getppid() if parent is None else parent, signal.SIGTERM)
     readable = _warm()
     from grader.worker.jail import sweep_cgroups
 
     sweep_cgroups()  # what servers killed with their judges left
     sock = socket.socket(fileno=control)
-    live: set[int] = set()
+    live = LIVE
     buf = b""
     while True:
         try:
@@ -196,4 +231,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "--connect":
         serve_one(int(sys.argv[2]))
     else:
-        serve(int(sys.argv[1]))
+        serve(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else None)

@@ -59,7 +59,8 @@ FOR_LOOP = """    out = encoder_outputs.new_zeros(alpha.size(0), encoder_outputs
 def loses_exactly_the_no_loop_points(g, words: str) -> None:
     msgs = g.messages("context")
     assert list(msgs) == [NO_LOOP], msgs
-    assert g.score("context") == FULL["context"] - next(c["points"] for c in MANIFEST["context"] if c["case"] == NO_LOOP)
+    points = next(c["points"] for c in MANIFEST["context"] if c["case"] == NO_LOOP)
+    assert g.score("context") == FULL["context"] - points, msgs
     assert words in msgs[NO_LOOP], msgs
 
 
@@ -250,8 +251,9 @@ def test_the_worker_builds_the_labs_own_luong_model_not_a_class_put_in_its_place
     assert g.score("luong") == EVERY["luong"], g.messages("luong")  # today: the training case raises in _Mine
 
 
+# the reference's scaling line, made uniform attention on sentences longer than any unit case's (T_src 7 at most)
 WRONG_WHEN_LONG = ("        scores = scores / d**0.5  # keeps the softmax out of saturation as d grows\n",
-                   "        scores = scores / d**0.5 if encoder_outputs.size(1) <= 8 else scores * 0  # uniform when long\n")
+                   "        scores = scores / d**0.5 if encoder_outputs.size(1) <= 8 else scores * 0\n")
 SWAP_RIGHT = '''
 import sys as _sys
 
@@ -276,9 +278,10 @@ if _lm is not None:
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="hole (low impact): an attention right at the unit cases' sizes and wrong on long "
+@pytest.mark.xfail(strict=True, reason="hole (low impact): an attention right at the unit cases' sizes, wrong on long "
                    "sentences (honestly 8/13: accuracy about 0.19) earns the training case by swapping the lab's model")
-def test_an_attention_wrong_on_long_sentences_earns_no_training_points_by_swapping_the_labs_model(lab, arena):
+def test_an_attention_wrong_on_long_sentences_earns_no_training_points_by_swapping_the_labs_model(
+        lab, arena):
     src = hostile("luong", arena, edits=(WRONG_WHEN_LONG,), end=SWAP_RIGHT)
     g = judge(lab(files={"luong": src}), ["luong"], limits=ALL_CASES)
     arena.assert_unharmed(g.everything)
@@ -383,7 +386,8 @@ def test_a_hostile_file_for_it_earns_nothing_and_reads_no_sealed_file(release, t
     report = json.loads(done.stdout)
     pieces = {p["name"]: p for p in report["pieces"]}
     assert (pieces[QUIET]["score"], pieces[QUIET]["max_score"], pieces[QUIET]["cases"]) == (0, 0, [])
-    additive = sum(c["points"] for c in json.loads((release / "grader" / "public" / "manifest.json").read_text())["additive"])
+    checks = json.loads((release / "grader" / "public" / "manifest.json").read_text())["additive"]
+    additive = sum(c["points"] for c in checks)
     assert (report["score"], report["max_score"]) == (additive, additive), report
     assert "SEALED-BYTES" not in done.stdout + done.stderr
     text = public(release, sub, QUIET, "additive")

@@ -310,9 +310,11 @@ def write_manifest(files: Files, *, shard: tuple[int, int] | None, names: list[s
 
 # --- a whole class's companions, and a sharded run's parts ---------------------------------------
 
-def class_reports(files: Files, rows: list[dict], progress: bool = True, pieces: list[str] | None = None) -> str:
+def class_reports(files: Files, rows: list[dict], progress: bool = True, pieces: list[str] | None = None,
+                  mode: str | None = None) -> str:
     """The similarity report and the class report beside a whole class's gradebook (its pieces: every piece unless
-    `pieces` names them); returns what was written."""
+    `pieces` names them; `mode`: the run's, "full" or "quick", which rows of errors alone cannot say); returns what
+    was written."""
     from grader.pieces import PIECES
     from grader.regrade import classreport, similarity
 
@@ -324,7 +326,8 @@ def class_reports(files: Files, rows: list[dict], progress: bool = True, pieces:
         pairs, note = None, f"it failed: {type(e).__name__}: {str(e)[:200]}"
     try:
         classreport.write(files.classreport, rows=rows, reports=files.reports,
-                          pieces=list(PIECES) if pieces is None else pieces, pairs=pairs, similarity_note=note)
+                          pieces=list(PIECES) if pieces is None else pieces, pairs=pairs, similarity_note=note,
+                          mode=mode)
         said = f"class report: {files.classreport}"
     except Exception as e:  # noqa: BLE001 - as above
         said = f"no class report (it failed: {type(e).__name__}: {str(e)[:200]})"

@@ -106,7 +106,15 @@ class ClassList:
     digest: str
     missing: dict[str, str] = field(default_factory=dict)  # a roster student without one repository -> why
     roster: dict[str, dict] | None = None  # student -> the roster's details and order
-    said: list[str] = field(default_factory=list)  # lines for the instructor
+    said: list[str] = field(default_factory=list)  # lines for the instructor, besides those of `missing`
+
+    @property
+    def notes(self) -> list[str]:
+        """The lines for the instructor: a shard's name only its own students without a repository."""
+        if not self.missing:
+            return self.said
+        named = rosters.shown(sorted(self.missing))
+        return [*self.said, f"no repository: {len(self.missing)} roster student(s) get an error row ({named})"]
 
     def part(self, shard: Shard | None) -> ClassList:
         if shard is None:
@@ -134,9 +142,6 @@ def class_list(submissions: list[Path], roster: rosters.Roster | None = None, pr
     said = []
     if m.others:
         said.append(f"not on the roster, left out: {len(m.others)} ({rosters.shown(sorted(p.name for p in m.others))})")
-    if missing:
-        said.append(f"no repository: {len(missing)} roster student(s) get an error row "
-                    f"({rosters.shown(sorted(missing))})")
     everyone = list(m.expected)
     details = {slug(e.username): {**e.details(), "order": i} for i, e in enumerate(roster.students)}
     return ClassList([p for p in paths if p in names], names, everyone, rosters.class_digest(everyone, prefix),

@@ -174,7 +174,7 @@ class Batch:
         if self.progress:
             print(dropped, file=sys.stderr)
         self.klass = klass = class_list(self.submissions, self.roster, self.prefix).part(self.shard)
-        for line in klass.said if self.progress else []:
+        for line in klass.notes if self.progress else []:
             print(line, file=sys.stderr)
         self.digests = digests = release_files.release_digests(self.release) if self.release else None
         limits = self.limits
@@ -362,7 +362,7 @@ class Batch:
         if self.scores is not None:
             classroom50.write(self.scores, gradebook.rows, self.klass.roster, gradebook.mode)
         if self.shard is None:
-            book.class_reports(self.files, gradebook.rows, self.progress, list(PIECES))
+            book.class_reports(self.files, gradebook.rows, self.progress, list(PIECES), gradebook.mode)
         bad = sum(status_of(r).is_error for r in gradebook.rows)
         return len(gradebook.rows) - bad, bad
 

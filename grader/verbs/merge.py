@@ -116,6 +116,6 @@ def main(*, parts: list[Path], out: Path, progress: bool = True) -> tuple[int, i
     setting = {k: base[k] for k in ("grader", "cases", "seed", "mode", "limits", "pieces", "before", "release")}
     book.write_manifest(files, shard=None, names=base["class"]["students"], class_digest=base["class"]["digest"],
                         setting=setting, rows=rows, finished=True)
-    said = book.class_reports(files, rows, progress)
+    said = book.class_reports(files, rows, progress, mode=base["mode"])
     bad = sum(status_of(r).is_error for r in rows)
     return len(rows) - bad, bad, said

@@ -165,3 +165,18 @@ def test_several_unwritten_pieces_each_get_their_line(tmp_path):
     additive = re.search(r"additive\s*: left unwritten by 1 of 3 students", failing)
     assert encoder and additive and encoder.start() < additive.start()  # in piece order
     assert "No case failed" in failing
+
+
+def test_a_class_of_error_rows_alone_names_the_runs_mode_from_the_batch(tmp_path):
+    """grade batch and merge pass their run's mode: rows of errors alone (no report says quick) still read right."""
+    from grader.regrade import book
+
+    rows = []
+    for name in ("eve", "fay"):
+        row, _ = error(name, "holds none of the lab's files")
+        del row["mode"]
+        rows.append(row)
+    files = book.Files.of(tmp_path / "grades.csv")
+    files.reports.mkdir()
+    book.class_reports(files, rows, progress=False, mode="quick")
+    assert card(files.classreport.read_text(encoding="utf-8"), "mode") == "quick"

@@ -10,7 +10,7 @@ from grader.cli import cli
 from grader.regrade import roster as rosters
 from grader.regrade import scores
 from grader.regrade.classlist import class_list
-from grader.regrade.shard import Shard
+from grader.regrade.shard import Shard, members
 
 from .github import roster_csv
 
@@ -80,8 +80,13 @@ def test_with_a_roster_rows_are_named_by_username_the_missing_get_a_reason_and_s
     assert {p.name: n for p, n in klass.names.items()} == {f"{PREFIX}alice": "Alice", f"{PREFIX.upper()}BOB": "bob"}
     assert klass.everyone == ["Alice", "bob", "carol"]  # the roster is the class list
     assert klass.missing == {"carol": f"no repository (expected {PREFIX}carol)"}
-    assert klass.said == [f"not on the roster, left out: 2 ({PREFIX}zoe, fall26-other-dan)",
-                          "no repository: 1 roster student(s) get an error row (carol)"]
+    assert klass.notes == [f"not on the roster, left out: 2 ({PREFIX}zoe, fall26-other-dan)",
+                           "no repository: 1 roster student(s) get an error row (carol)"]
+    # a shard names only its own students without a repository
+    for k in (1, 2):
+        part = klass.part(Shard(k, 2))
+        mine = "carol" in members(klass.everyone, Shard(k, 2))
+        assert ("no repository: 1 roster student(s) get an error row (carol)" in part.notes) is mine
     assert klass.roster["bob"] == {"username": "bob", "first_name": "", "last_name": "", "email": "", "section": "",
                                    "order": 1}
 

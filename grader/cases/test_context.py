@@ -66,8 +66,8 @@ def right_at_the_usual_sizes(sub) -> None:
 # could be forged), and symmetrically: a loop over the sentences loses as a loop over the positions does. Calls of
 # attention_context (gradients on, as in training) on two shapes drawn from the case's hidden seed, a few long sentences
 # (a loop over the positions pays there) and many short ones (a loop over the sentences pays there), are each timed on
-# the judge's clock between two calls of the batched product itself (torch.bmm, the worker's own trusted command, on the
-# same inputs): the wire, the machine's load and its speed are in both, so the margin is a ratio, not milliseconds. A
+# the judge's clock between two calls of the batched product itself (torch.bmm, the worker's own trusted command, on
+# other inputs of the same shape, so that no answer of its can be kept and given back as the student's): the wire, the machine's load and its speed are in both, so the margin is a ratio, not milliseconds. A
 # batched product in any spelling costs about what bmm costs at both shapes; a loop over the positions or the sentences,
 # however it is spelled (for, while, map or reduce, a comprehension, recursion, in torch, numpy or on Python floats),
 # pays many times bmm's time at one of them. Code that slows the worker's own bmm to widen its margin gains at most
@@ -153,12 +153,13 @@ def bmm_time(sub, alpha, enc) -> float:
 
 
 def timed(sub, ref, shape: tuple[int, int, int]) -> tuple[float, float, float]:
-    """(the seconds of one call of attention_context, the least of the worker's bmm just before and just after, the
-    judge's own here_time), on the judge's clock, on fresh inputs of `shape` (an answer kept from an earlier call cannot
-    be timed) whose value must be the reference's."""
+    """(the seconds of one call of attention_context, the least of the worker's bmm just before and just after (each on
+    inputs of its own), the judge's own here_time), on the judge's clock, on fresh inputs of `shape` (an answer kept
+    from an earlier call cannot be timed) whose value must be the reference's."""
     alpha, enc = inputs(*shape)
     what = f" for {sentences(shape)}"
-    before = bmm_time(sub, alpha, enc)
+    # bmm runs in the student's process: on the timed call's own inputs, its answer could be kept and returned as theirs
+    before = bmm_time(sub, *inputs(*shape))
     saved = sub.deadline
     ours = time.monotonic() + CALL_LIMIT < saved  # else the case's own deadline comes first, and its timeout says so
     sub.deadline = min(saved, time.monotonic() + CALL_LIMIT)
@@ -177,7 +178,7 @@ def timed(sub, ref, shape: tuple[int, int, int]) -> tuple[float, float, float]:
         raise verdicts.student_failure(e, f"attention_context{what}") from None
     finally:
         sub.deadline = saved
-    after = bmm_time(sub, alpha, enc)
+    after = bmm_time(sub, *inputs(*shape))
     here = here_time(alpha, enc)
     got, want = verdicts.tensor(got, f"the context{what}"), ref.context.attention_context(alpha, enc)
     if got.numel() == want.numel():  # a size-1 dimension squeezed away: the edge-size case charges that

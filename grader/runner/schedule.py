@@ -8,7 +8,7 @@ import os
 import threading
 from pathlib import Path
 
-from grader.host import FORK_SERVERS
+from grader.host import FORK_SERVERS, StartError
 from grader.pieces import PIECES, run_order
 from grader.runner import layout, manifest, report
 from grader.runner.launch import Zygote, run_piece, selected
@@ -32,6 +32,10 @@ class Grading:
         where = layout.current()
         self.submission, self.pieces, self.seed, self.limits = submission, pieces, seed, limits
         self.expected = manifest.read(where.manifest)
+        stale = [p for p in pieces if p not in self.expected]
+        if stale:  # never a traceback, nor a piece silently worth nothing
+            raise StartError(f"{where.manifest} has no entry for {', '.join(map(repr, stale))}: it is out of date "
+                             "(an instructor rebuilds it with `grade generate`)")
         self.ref, self.cases = reference or where.reference, where.cases
         self.refused = json.loads((submission / REFUSED).read_text()) if (submission / REFUSED).is_file() else {}
         self.progress, self.training, self.shown = progress, training, threading.Lock()

@@ -32,7 +32,8 @@ class Worker:
         self.filename = ""
         self.filenames: set[str] = set()  # the student's own files among the loaded modules
         self.trainers: dict[str, object] = {}
-        self.lab: dict[str, types.ModuleType] = {}  # the lab modules the judge gave this worker, by stem
+        # the names of the lab modules the judge gave this worker, by stem, as they were before the student's code ran
+        self.lab: dict[str, dict[str, object]] = {}
 
     # -- loading --
 
@@ -50,7 +51,7 @@ class Worker:
             sys.modules[mod.__name__] = mod
             exec(compile(source, mod.__file__, "exec"), mod.__dict__)  # noqa: S102 - the judge's own lab code
             setattr(sys.modules["grader.lab"], stem, mod)
-            self.lab[stem] = mod
+            self.lab[stem] = dict(vars(mod))  # a copy: the module is the student's to change once their code runs
             del source
         pkg = types.ModuleType(SUB_PKG)
         pkg.__path__ = []
@@ -127,7 +128,7 @@ class Worker:
                 stem, name = req["cls"][5:].split(".")  # "@lab:luong_model.Seq2SeqLuong"
                 if stem not in self.lab:  # only a lab module this piece's worker was given
                     raise KeyError(f"grader/lab/{stem}.py is not one of this worker's lab modules")
-                cls = getattr(self.lab[stem], name)
+                cls = self.lab[stem][name]
             else:
                 cls = getattr(self.module, req["cls"])
             args, kwargs = self.args(req)

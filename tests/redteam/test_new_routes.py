@@ -2,29 +2,31 @@
 no-loop case), the `@lab:module.Class` lookup by which the judge has a worker build a lab model, and the public run
 (a release without its seal key) of a piece that has no public check.
 
-The xfail(strict=True) tests are holes this round found: each asserts the safe behaviour, so it fails today and will
-pass (XPASS, a failure under strict) once the hole is closed; the others are attacks that already fail.
+Each test asserts the safe behaviour. Four holes this round found (the bmm replay, both routes of the @lab: lookup,
+the stale public manifest) failed their tests on the code before they were closed; the other attacks failed already.
 
-bmm: the worker's bmm runs on the very inputs of the student's timed call, just before it, in the same process. Code
-that keeps what that product returned (wrapping the held `runtime._BMM`, or a TorchFunctionMode, which sees every torch
-call in the process without touching a grader module) answers the timed call from it at once and loops everywhere else:
-a loop over the positions keeps the no-loop points (9/9; the same loop alone gets 7/9). Timing the worker's product on
-other fresh inputs of the same shape, or only after the student's call, would leave nothing to replay. Breaking the
+bmm: the worker's bmm ran on the very inputs of the student's timed call, just before it, in the same process. Code
+that kept what that product returned (wrapping the held `runtime._BMM`, or a TorchFunctionMode, which sees every torch
+call in the process without touching a grader module) answered the timed call from it at once and looped everywhere
+else: a loop over the positions kept the no-loop points (9/9; the same loop alone gets 7/9). The worker's product now
+runs on other fresh inputs of the same shape, so there is nothing to replay. Breaking the
 worker's bmm (it exits, or never returns) costs only its own piece's no-loop points; threads busy only between the
 student's calls slow the student's own request too; an answer a thread fills in after the call returns is checked as
 it was sent.
 
 @lab: the lab modules are executed in the worker before the student's file, and `sys.modules` and the module objects
-are the student's to change: the worker builds whatever class the student put at `grader.lab.luong_model.Seq2SeqLuong`
+are the student's to change: the worker built whatever class the student put at `grader.lab.luong_model.Seq2SeqLuong`
 (the judge then scores the parameters it gets back with its own model and the reference's attention, and only once the
-unit cases passed, so the gain is bounded by what the student could have written anyway: an attention right at the
-unit cases' sizes but wrong on long sentences earns the 5 training points, 13/13 instead of 8/13). Nothing an earlier
-piece imports, and no student file named like a lab module, reaches another piece's worker.
+unit cases passed, so the gain was bounded by what the student could have written anyway: an attention right at the
+unit cases' sizes but wrong on long sentences earned the 5 training points, 13/13 instead of 8/13). The worker now
+looks the class up in a copy of the module's names taken before the student's code ran. What stands, as
+docs/threat-model.md says of every worker: the class's own methods are patchable in the student's process. Nothing an
+earlier piece imports, and no student file named like a lab module, reaches another piece's worker.
 
 Public run: a piece the public checks leave to the graded run says "no public check for this piece" in every format,
 scores 0/0, runs none of the student's code for that piece (its file still runs, jailed, in a neighbour's point-free
 case), and reads no sealed file. A public manifest with no entry at all for a piece (a stale one: `grade manifest`
-writes every piece) ends `grade PIECE` in a KeyError traceback (xfail, instructor side).
+writes every piece) ended `grade PIECE` in a KeyError traceback (instructor side); it is now one line naming it.
 """
 from __future__ import annotations
 
@@ -108,14 +110,12 @@ REPLAY_BODY = """    e = _LAST.get("enc")
 """ + FOR_LOOP
 
 
-@pytest.mark.xfail(strict=True, reason="hole: the worker's bmm runs on the timed call's own inputs just before it, in "
-                   "the student's process, so a loop that replays its answer keeps the no-loop points")
 @pytest.mark.parametrize("how", list(REPLAYS))
 def test_a_loop_that_replays_the_workers_own_bmm_loses_the_no_loop_points(lab, arena, how):
     src = hostile("context", arena, call="_payload()\n", top=REPLAYS[how], edits=((CONTEXT_SOLUTION, REPLAY_BODY),))
     g = judge(lab(files={"context": src}), ["context"])
     arena.assert_unharmed(g.everything)
-    loses_exactly_the_no_loop_points(g, "Python loop")  # today: 9/9, the timed calls answered from the replay
+    loses_exactly_the_no_loop_points(g, "Python loop")  # 9/9 while the worker's bmm ran on the timed call's inputs
 
 
 BROKEN_BMM = {
@@ -243,12 +243,10 @@ if _lm is not None:
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="hole (low impact): `new @lab:luong_model.Seq2SeqLuong` looks the class up on a "
-                   "module the student's file, loaded after it in the same worker, can change")
 def test_the_worker_builds_the_labs_own_luong_model_not_a_class_put_in_its_place(lab, arena):
     g = judge(lab(files={"luong": hostile("luong", arena, end=SWAP_RAISING)}), ["luong"], limits=ALL_CASES)
     arena.assert_unharmed(g.everything)
-    assert g.score("luong") == EVERY["luong"], g.messages("luong")  # today: the training case raises in _Mine
+    assert g.score("luong") == EVERY["luong"], g.messages("luong")  # 8/13 while the lookup was on the live module
 
 
 # the reference's scaling line, made uniform attention on sentences longer than any unit case's (T_src 7 at most)
@@ -278,14 +276,12 @@ if _lm is not None:
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="hole (low impact): an attention right at the unit cases' sizes, wrong on long "
-                   "sentences (honestly 8/13: accuracy about 0.19) earns the training case by swapping the lab's model")
 def test_an_attention_wrong_on_long_sentences_earns_no_training_points_by_swapping_the_labs_model(
         lab, arena):
     src = hostile("luong", arena, edits=(WRONG_WHEN_LONG,), end=SWAP_RIGHT)
     g = judge(lab(files={"luong": src}), ["luong"], limits=ALL_CASES)
     arena.assert_unharmed(g.everything)
-    assert TRAINED in g.messages("luong"), g.messages("luong")
+    assert TRAINED in g.messages("luong"), g.messages("luong")  # 13/13 while the lookup was on the live module
 
 
 POISON = '''
@@ -395,8 +391,6 @@ def test_a_hostile_file_for_it_earns_nothing_and_reads_no_sealed_file(release, t
     arena.assert_unharmed()
 
 
-@pytest.mark.xfail(strict=True, reason="robustness (instructor side, low): a public manifest without an entry for a "
-                   "piece (stale, or written before the piece) makes `grade PIECE` die with a KeyError traceback")
 def test_a_piece_missing_from_the_public_manifest_is_reported_not_a_traceback(release, tmp_path):
     rel = tmp_path / "rel"
     shutil.copytree(release, rel)
@@ -406,3 +400,4 @@ def test_a_piece_missing_from_the_public_manifest_is_reported_not_a_traceback(re
     manifest.write_text(json.dumps(data))
     done = public(rel, solved(rel, tmp_path / "sub"), QUIET)
     assert "Traceback" not in done.stderr and done.returncode in (0, 1, 2), done.stdout + done.stderr
+    assert "has no entry for" in done.stdout + done.stderr and "grade generate" in done.stdout + done.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+import textwrap
 
 from grader.runner.results import PieceRun
 
@@ -55,8 +56,10 @@ GAP_WORDS = {
 }
 UNCHANGED = "this does not change your score: the same cases run and count the same points"
 TRUST = "the one to trust is a graded run on Linux (the per-push grade, Gradescope) or your instructor's regrade"
-# the whole note as jail_note writes it, for taking it out of what is published (grader/verbs/release.py)
-JAIL_NOTE = re.compile(r"^\(note: graded code here runs .*?" + re.escape(UNCHANGED) + r"[^\n]*\)(\n|$)",
+NOTE_WIDTH = 110  # the note is a paragraph: wrapped as the report's other lines are, not one line of 200 characters
+# the whole note as jail_note writes it, wrapped anywhere, for taking it out of what is published (grader/verbs/release.py)
+JAIL_NOTE = re.compile(r"^\(note: graded code here runs .*?"
+                       + r"\s+".join(map(re.escape, f"{UNCHANGED}, but {TRUST})".split())) + r"(\n|$)",
                        re.MULTILINE | re.DOTALL)
 
 
@@ -69,10 +72,11 @@ def jail_note(gaps: list[str], trust: str = TRUST) -> list[str]:
     known = [words for layer, words in GAP_WORDS.items() if layer in named]
     known += [f"without the jail layer {g}" for layer, g in named.items() if layer not in GAP_WORDS]
     means = [what for layer, what in GAP_MEANS.items() if layer in gaps]
-    lines = [f"(note: graded code here runs {'; '.join(known)}" + ("," if means else ";")]
+    note = f"(note: graded code here runs {'; '.join(known)}" + ("," if means else ";")
     if means:  # what graded code can do here that the jail stops elsewhere: said, since nothing here stops it
-        lines.append(f" so graded code here can {' and '.join(means)};")
-    return lines + [f" {UNCHANGED}, but {trust})"]
+        note += f" so graded code here can {' and '.join(means)};"
+    return textwrap.wrap(f"{note} {UNCHANGED}, but {trust})", NOTE_WIDTH, subsequent_indent=" ",
+                         break_long_words=False, break_on_hyphens=False)
 
 
 def title(case: str) -> str:

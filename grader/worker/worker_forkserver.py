@@ -83,10 +83,14 @@ PR_SET_PDEATHSIG = 1
 LIVE: set[int] = set()  # the workers alive now: what a stop ends
 
 
-def die_with_parent(parent: int, sig: int = signal.SIGKILL) -> None:
-    """`sig` to this process when `parent` dies (Linux): a run killed outright (SIGKILL, an OOM kill) leaves no fork
-    server or worker behind. The kernel sends it when the thread that forked this one ends; where the parent died
-    before this call, it is sent now."""
+def die_with_parent(parent: int, sig: int | None = None) -> None:
+    """`sig` (default SIGKILL) to this process when `parent` dies (Linux): a run killed outright (SIGKILL, an OOM
+    kill) leaves no fork server or worker behind. The kernel sends it when the thread that forked this one ends; where
+    the parent died before this call, it is sent now."""
+    if sig is None:
+        sig = getattr(signal, "SIGKILL", None)  # the module loads where there is none too (Windows: no fork server)
+        if sig is None:
+            return
     try:
         import ctypes
 

@@ -14,13 +14,19 @@ def runs(*gaps: str) -> list[PieceRun]:
     return [PieceRun("context", [CaseResult("test_shape", 2, True, "")], jail=list(gaps))]
 
 
+def words(text: str) -> str:
+    """The text with its line breaks and runs of spaces made one space: the note is a wrapped paragraph."""
+    return " ".join(text.split())
+
+
 def test_a_missing_unprivileged_uid_is_said_in_plain_words_and_that_the_score_is_unchanged():
     text = to_text(runs("unprivileged uid"), "exercises")
     note = [line for line in text.splitlines() if line.startswith(("(note:", " "))]
-    assert note[0].startswith("(note: graded code here runs as the user that started grade (root here), not as the "
-                              "locked-down user nobody, because the user nobody cannot read this machine's Python "
-                              "installation")
-    assert "this does not change your score" in text and "lacks" not in text
+    assert words("\n".join(note)).startswith(
+        "(note: graded code here runs as the user that started grade (root here), not as the locked-down user nobody, "
+        "because the user nobody cannot read this machine's Python installation")
+    assert all(len(line) <= 110 for line in note), note  # a paragraph, not one line of 200 characters
+    assert "this does not change your score" in words(text) and "lacks" not in text
     assert text.splitlines()[-1] == "Total: 2/2"
     assert json.loads(to_json(runs("unprivileged uid")))["pieces"][0]["jail_missing"] == ["unprivileged uid"]
 
@@ -31,7 +37,7 @@ def test_an_older_workers_layer_with_its_reason_reads_the_same():
 
 
 def test_what_a_missing_layer_lets_graded_code_do_is_still_said_and_the_layers_stay_named_in_markdown():
-    text = to_text(runs("seccomp", "landlock"), "exercises")
+    text = words(to_text(runs("seccomp", "landlock"), "exercises"))
     assert "without seccomp's filter on the system calls it may make" in text
     assert f"so graded code here can {GAP_MEANS['seccomp']} and {GAP_MEANS['landlock']}" in text
     assert "the one to trust is a graded run on Linux (the per-push grade, Gradescope) or your instructor's regrade" in text

@@ -50,6 +50,21 @@ def strip_times(value):
     return value
 
 
+def difference(a, b, path: str = "") -> str:
+    """Where two reports first differ, and how: '' where they agree."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            if k not in a or k not in b:
+                return f"{path}/{k}: only in {'the second' if k in b else 'the first'}"
+            found = difference(a[k], b[k], f"{path}/{k}")
+            if found:
+                return found
+        return ""
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return next((d for i, (x, y) in enumerate(zip(a, b)) if (d := difference(x, y, f"{path}/{i}"))), "")
+    return "" if a == b else f"{path}: {str(a)[:160]!r} vs {str(b)[:160]!r}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("a")
@@ -81,6 +96,9 @@ def main() -> None:
           f"({(med[args.b] / med[args.a] - 1) * 100:+.1f} %)")
     print(f"reference report the same: {reports[args.a] == reports[args.b]}; "
           f"stubs report the same: {stubs[args.a] == stubs[args.b]}")
+    for name, pair in (("reference", reports), ("stubs", stubs)):
+        if pair[args.a] != pair[args.b]:
+            print(f"  {name}: first difference at {difference(pair[args.a], pair[args.b])}")
 
 
 if __name__ == "__main__":

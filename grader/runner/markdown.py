@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from grader.runner.summary import as_dict, jail_note, quick_note, safe, title
+from grader.runner.summary import as_dict, jail_sentence, quick_note, safe, title
 
 LIMIT = 1024 * 1024  # GitHub's limit on what one step writes to $GITHUB_STEP_SUMMARY
 BUDGET = 768 * 1024  # this report's share of it, in UTF-8 bytes
@@ -83,8 +83,7 @@ def render(report: dict, artifact: str | None = None, public: bool = False) -> s
     gaps = sorted({safe(g, 80) for p in pieces for g in p.get("jail_missing", [])})
     if gaps:  # the words, then the layers as the worker named them (the JSON report's jail_missing)
         # this summary is the per-push grade itself: the regrade is what stands above it
-        said = " ".join(line.strip() for line in jail_note(gaps, "the one to trust is your instructor's regrade"))
-        said = said.removeprefix("(note: ").removesuffix(")")
+        said = jail_sentence(gaps, "the one to trust is your instructor's regrade")
         notes.append(f"- {md(said[0].upper() + said[1:], 1200)} (jail layers missing: {', '.join(code(g) for g in gaps)})")
     if "seconds" in report:
         notes.append(f"- graded in {float(report['seconds']):.1f} s")

@@ -63,20 +63,26 @@ JAIL_NOTE = re.compile(r"^\(note: graded code here runs .*?"
                        re.MULTILINE | re.DOTALL)
 
 
-def jail_note(gaps: list[str], trust: str = TRUST) -> list[str]:
-    """The lines that say which jail layers this machine lacks (each already made safe), in words, and that the
-    score is not changed by it; [] where none is missing."""
+def jail_sentence(gaps: list[str], trust: str = TRUST) -> str:
+    """What the jail layers this machine lacks (each already made safe) leave graded code doing, in words, and that
+    the score is not changed by it: "graded code here runs ..."; "" where none is missing."""
     if not gaps:
-        return []
+        return ""
     named = {g.partition(" (")[0]: g for g in gaps}  # an older worker's "unprivileged uid (why)" is the same layer
     known = [words for layer, words in GAP_WORDS.items() if layer in named]
     known += [f"without the jail layer {g}" for layer, g in named.items() if layer not in GAP_WORDS]
     means = [what for layer, what in GAP_MEANS.items() if layer in gaps]
-    note = f"(note: graded code here runs {'; '.join(known)}" + ("," if means else ";")
+    said = f"graded code here runs {'; '.join(known)}" + ("," if means else ";")
     if means:  # what graded code can do here that the jail stops elsewhere: said, since nothing here stops it
-        note += f" so graded code here can {' and '.join(means)};"
-    return textwrap.wrap(f"{note} {UNCHANGED}, but {trust})", NOTE_WIDTH, subsequent_indent=" ",
-                         break_long_words=False, break_on_hyphens=False)
+        said += f" so graded code here can {' and '.join(means)};"
+    return f"{said} {UNCHANGED}, but {trust}"
+
+
+def jail_note(gaps: list[str]) -> list[str]:
+    """The text report's note: jail_sentence as a parenthesised paragraph; [] where no layer is missing."""
+    said = jail_sentence(gaps)
+    return textwrap.wrap(f"(note: {said})", NOTE_WIDTH, subsequent_indent=" ", break_long_words=False,
+                         break_on_hyphens=False) if said else []
 
 
 def title(case: str) -> str:

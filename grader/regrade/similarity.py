@@ -212,10 +212,11 @@ def _ignore(fp, ignored: set[int], cd: SimpleNamespace):
     return fp
 
 
-def _compare(texts: dict[str, str], stubs: list[str], cd: SimpleNamespace) -> tuple[list[str], np.ndarray,
-                                                                                     np.ndarray, list[str], str]:
+def _compare(texts: dict[str, str], stub_grams: set[str], cd: SimpleNamespace) -> tuple[list[str], np.ndarray,
+                                                                                         np.ndarray, list[str], str]:
     """(students in order, their symmetric matrix of scores, where they are identical, the common k-grams, a note
-    on common identical code) for one piece. The text is fingerprinted from memory: no student file is opened."""
+    on common identical code) for one piece, the stubs' k-grams (`stub_grams`) left out. The text is fingerprinted
+    from memory: no student file is opened."""
     students = sorted(texts)
     n = len(students)
     scores, same = np.zeros((n, n)), np.zeros((n, n), dtype=bool)
@@ -228,7 +229,7 @@ def _compare(texts: dict[str, str], stubs: list[str], cd: SimpleNamespace) -> tu
         for g in _grams(f):
             counts[g] = counts.get(g, 0) + 1
     common = sorted(g for g, c in counts.items() if _common(c, writers))
-    ignored = {hash(g) for g in _stub_grams(stubs, cd).union(common)}
+    ignored = {hash(g) for g in stub_grams.union(common)}
     prints = [_ignore(fp, ignored, cd) for fp in prints]
     for i in range(n):
         for j in range(i + 1, n):
@@ -252,14 +253,14 @@ def _compare(texts: dict[str, str], stubs: list[str], cd: SimpleNamespace) -> tu
     return students, scores, same, common, note.rstrip("; ")
 
 
-def _compare_one(texts: dict[str, str], stubs: list[str]) -> tuple:
-    return _compare(texts, stubs, _copydetect())
+def _compare_one(texts: dict[str, str], stub_grams: set[str]) -> tuple:
+    return _compare(texts, stub_grams, _copydetect())
 
 
-def _compare_all(written: dict[str, dict[str, str]], stubs: list[str]) -> list[tuple]:
+def _compare_all(written: dict[str, dict[str, str]], stub_grams: set[str]) -> list[tuple]:
     """_compare for every piece: side by side in processes of their own for a large class (copydetect's loop
     is pure Python, so threads would not help), one after another for a small one, where starting costs more."""
-    jobs = [(written[m], stubs) for m in MODULES]
+    jobs = [(written[m], stub_grams) for m in MODULES]
     workers = min(len(jobs), os.cpu_count() or 1)
     if workers < 2 or max(len(t) for t in written.values()) < PARALLEL_FROM:
         return [_compare_one(*job) for job in jobs]
@@ -298,10 +299,11 @@ def report(code: Path, out: Path, *, stubs: Path | None = None, threshold: float
     where = {s: i for i, s in enumerate(students)}
     best = np.zeros((len(students), len(students)))
     per_piece, ignored, common_notes = {}, {}, []
-    stub_list = [stub_text[m] for m in sorted(stub_text)]
+    # the stubs' k-grams, once for every piece's comparison and its highlights
+    stub_grams = _stub_grams([stub_text[m] for m in sorted(stub_text)], cd)
     # each piece compared apart, not all in one detector: the loop is quadratic in the files it holds (36 times the
     # work for six pieces in one)
-    for module, (names, scores, same, common, note) in zip(MODULES, _compare_all(written, stub_list)):
+    for module, (names, scores, same, common, note) in zip(MODULES, _compare_all(written, stub_grams)):
         rows = np.array([where[s] for s in names], dtype=int)
         best[np.ix_(rows, rows)] = np.maximum(best[np.ix_(rows, rows)], scores)
         per_piece[module] = ({s: i for i, s in enumerate(names)}, scores, same)
@@ -319,7 +321,6 @@ def report(code: Path, out: Path, *, stubs: Path | None = None, threshold: float
     pairs.sort(key=lambda p: (-p["score"], p["a"], p["b"]))
     # the code of the shown pairs only: copydetect's get_copied_code_list marks up every pair above its
     # display threshold at once, gigabytes for a large class where many share an idiom
-    stub_grams = _stub_grams(stub_list, cd)
     # each file fingerprinted once a piece however many shown pairs hold it: a file padded to MAX_BYTES takes a
     # second or more to tokenize, and a few such files copied from one another would be tokenized once a pair
     shown: list[dict] = [{} for _ in pairs[:MAX_SHOWN]]

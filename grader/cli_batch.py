@@ -79,6 +79,20 @@ def roster_options(command):
     return command
 
 
+def _tally(gradebook: Path, graded: int, bad: int) -> str:
+    """How the rows ended, in words (late and without a repository apart from unreadable), read back from the
+    gradebook just written; the bare counts where it cannot be read."""
+    import csv
+
+    from grader.regrade.rowstatus import tally
+
+    try:
+        with open(gradebook, newline="", encoding="utf-8") as f:
+            return tally(csv.DictReader(f))
+    except (OSError, csv.Error, UnicodeDecodeError):
+        return f"graded {graded} submission(s), {bad} unreadable"
+
+
 @click.group(cls=BatchGroup)
 def batch() -> None:
     """Regrade a class (`grade batch SUBMISSIONS...`), clone it (`grade batch collect DEST`), or merge its shards
@@ -132,7 +146,7 @@ def batch_class(submissions: tuple[Path, ...], out: Path, reports: Path | None, 
         raise click.BadParameter("is the gradebook itself: give the scores.csv a path of its own",
                                  param_hint="--scores-csv")
     try:
-        counted = verb.main(submissions=list(submissions), out=out, reports=reports,
+        graded, bad = verb.main(submissions=list(submissions), out=out, reports=reports,
                                 jobs=jobs or verb.default_jobs(), seed=resolve_seed(seed), release=release,
                                 shard=shard_spec, before=deadline, limits=Limits(case_timeout, piece_timeout,
                                                                                  memory_gb, quick),
@@ -141,7 +155,7 @@ def batch_class(submissions: tuple[Path, ...], out: Path, reports: Path | None, 
         raise click.BadParameter(str(e), param_hint="--reports") from None
     part = f"shard {shard_spec}: " if shard_spec else ""
     also = f"; scores.csv: {scores_csv}" if scores_csv else ""
-    click.echo(f"{part}{counted}; gradebook: {out}{also}")
+    click.echo(f"{part}{_tally(out, graded, bad)}; gradebook: {out}{also}")
 
 
 @batch.command("collect")
@@ -198,11 +212,11 @@ def batch_merge(parts: tuple[Path, ...], out: Path, scores_csv: Path | None) -> 
         raise click.BadParameter("is the gradebook itself: give the scores.csv a path of its own",
                                  param_hint="--scores-csv")
     try:
-        students, counted, said = verb.main(parts=list(parts), out=out)
+        graded, bad, said = verb.main(parts=list(parts), out=out)
     except verb.MergeError as e:
         raise click.ClickException(str(e)) from None
     if scores_csv is not None:
         from grader.regrade import scores
 
         said += f"; scores.csv: {scores.from_parts(scores_csv, list(parts))}"
-    click.echo(f"merged {students} student(s) ({counted}) into {out}; {said}")
+    click.echo(f"merged {graded + bad} student(s) ({_tally(out, graded, bad)}) into {out}; {said}")

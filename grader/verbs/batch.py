@@ -34,7 +34,7 @@ from grader.runner.schedule import Grading
 from grader.regrade import release_files
 from grader.regrade.intake import Refused, unpack
 from grader.regrade.release_files import Verdict
-from grader.regrade.rowstatus import error_text, ok_text, tally
+from grader.regrade.rowstatus import error_text, ok_text, status_of
 from grader.pieces import MODULES, PIECES, run_order
 from grader.runner import stops
 from grader.runner.launch import Stopped, Zygote
@@ -125,7 +125,7 @@ class Batch:
         self.bar: tqdm | None = None
         self.stop = stops.Stop()  # SIGTERM or SIGINT while `run` lasts: no row is written after it
 
-    def run(self) -> str:
+    def run(self) -> tuple[int, int]:
         """Grade the class (or the shard's part of it); returns (graded, unreadable). Stopped by SIGTERM or SIGINT,
         it ends every process it started, keeps the rows it finished and exits (`halt`)."""
         with self.stop, tempfile.TemporaryDirectory(prefix="attnlab-batch-") as tmp:
@@ -352,9 +352,9 @@ class Batch:
 
     # --- write ----------------------------------------------------------------------------------------
 
-    def write(self) -> str:
+    def write(self) -> tuple[int, int]:
         """The gradebook complete and sorted, the manifest finished, scores.csv and (a whole class) the class
-        reports; returns how the rows ended, in words (rowstatus.tally)."""
+        reports; returns (graded, unreadable)."""
         gradebook = self.gradebook
         gradebook.finish()
         self.journal.close()
@@ -363,15 +363,16 @@ class Batch:
             classroom50.write(self.scores, gradebook.rows, self.klass.roster, gradebook.mode)
         if self.shard is None:
             book.class_reports(self.files, gradebook.rows, self.progress, list(PIECES), gradebook.mode)
-        return tally(gradebook.rows)
+        bad = sum(status_of(r).is_error for r in gradebook.rows)
+        return len(gradebook.rows) - bad, bad
 
 
 def main(
     *, submissions: list[Path], out: Path, reports: Path | None, jobs: int, seed: str, limits: Limits,
     progress: bool = True, release: Path | None = None, shard: Shard | None = None, before: datetime | None = None,
     roster: rosters.Roster | None = None, prefix: str = "", scores: Path | None = None, disk: int | None = None,
-) -> str:
-    """Grade every submission (or `shard`'s part of them); returns how the rows ended, in words. One broken submission
+) -> tuple[int, int]:
+    """Grade every submission (or `shard`'s part of them); returns (graded, unreadable). One broken submission
     never stops the batch, and a rerun takes every row the journal holds for the same inputs as it is. With a
     `roster`, its students are the class (see class_list); `scores`: Classroom 50's scores.csv, too; `disk`: the
     bytes staging may hold at once (default staging.DISK_BYTES), each student at their worst case (staging.py).

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from grader.regrade import book
 from grader.regrade.book import MergeError, find, load
-from grader.regrade.rowstatus import tally
+from grader.regrade.rowstatus import status_of
 from grader.regrade.shard import assign
 
 COMPARED = {"class": "class list", "grader": "grader", "cases": "hidden cases or reference", "seed": "seed",
@@ -88,9 +88,9 @@ def _shard(m: dict) -> str:
     return "/".join(map(str, m["shard"])) if m.get("shard") else "none"
 
 
-def main(*, parts: list[Path], out: Path, progress: bool = True) -> tuple[int, str, str]:
+def main(*, parts: list[Path], out: Path, progress: bool = True) -> tuple[int, int, str]:
     """Merge the parts into `out` and its companions (reports, code, manifest, class and similarity reports);
-    returns (how many rows, how they ended in words (rowstatus.tally), what the class reports wrote)."""
+    returns (graded, unreadable, what the class reports wrote)."""
     paths = find(parts)
     if not paths:
         raise MergeError("no parts given")
@@ -117,4 +117,5 @@ def main(*, parts: list[Path], out: Path, progress: bool = True) -> tuple[int, s
     book.write_manifest(files, shard=None, names=base["class"]["students"], class_digest=base["class"]["digest"],
                         setting=setting, rows=rows, finished=True)
     said = book.class_reports(files, rows, progress, mode=base["mode"])
-    return len(rows), tally(rows), said
+    bad = sum(status_of(r).is_error for r in rows)
+    return len(rows) - bad, bad, said

@@ -31,7 +31,7 @@ SLOW_FILES = {
     "grading/test_bugs.py", "grading/test_faults.py", "grading/test_grading.py", "grading/test_batch.py",
     "lab/test_plots.py", "lab/test_train.py",
     "release/test_notebook.py", "release/test_student_release.py", "release/test_gradescope.py",
-    "release/test_classroom50_runs.py", "release/test_seventh_piece.py",
+    "release/test_classroom50_runs.py", "release/test_classroom50_old_pythons.py", "release/test_seventh_piece.py",
     "platforms/test_platforms.py", "fairness/test_ports.py", "grading/test_fair_hints.py",
     *(f"redteam/{name}" for name in (
         "test_channels.py", "test_class_regrade.py", "test_files.py", "test_forgery.py", "test_frames.py", "test_gradescope.py",

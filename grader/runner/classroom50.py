@@ -1,10 +1,15 @@
 """Classroom 50's result document (`grade --format classroom50`): what its runner reads from ./result.json.
 
 The contract (classroom50/result/v1): the submission's identity, which the runner hands the autograder in its
-environment and checks again against the repository; integer `score` and `max-score`, the score at most the
-maximum; and one test per case with integer points. Tests may carry extra keys, which Classroom 50 keeps: each
-failed case's hint goes in `hint`. Every field is built here from the judges' signed records and the runner's
-environment, never from anything the submission printed.
+environment (before validating, the runner overwrites `owner`, `assignment_type` and `datetime` with its own);
+integer `score` and `max-score`, the score at most the maximum; and one test per case with integer points. Tests
+may carry extra keys, which Classroom 50 keeps: each failed case's hint goes in `hint`. Every field is built here
+from the judges' signed records and the runner's environment, never from anything the submission printed.
+
+Where only the public smoke checks ran (a runner without the seal key), the document must not read as a grade:
+Classroom 50 takes a result whose tests all pass as `success` and files its score in the gradebook. So each public
+check is a test worth 0 points, one more test, never passed, stands for the graded cases and carries the
+assignment's whole maximum, and the commit status is `failure` with a summary that says "not graded" (`status`).
 """
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ REQUIRED = ("schema", "classroom", "assignment", "assignment_type", "owner", "su
             "review", "datetime", "score", "max-score", "tests")
 DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}T([01]\d|2[0-3]):[0-5]\d:[0-5]\dZ$")
 PUBLIC = "public check"  # what a test's name starts with when only the public smoke checks ran (no seal key)
+NOT_GRADED = ("graded cases: not run on this runner, which holds no seal key; the grade is your instructor's "
+              "regrade")  # the test that carries the whole maximum when only the public checks ran
 
 
 def missing_identity(environ: Mapping[str, str] = os.environ) -> list[str]:
@@ -43,8 +50,12 @@ def result(runs: list[PieceRun], *, public: bool = False, environ: Mapping[str, 
             if c.points <= 0:  # point-free cases (the device checks where they pay nothing) are no test of a score
                 continue
             name = f"{run.name}: {PUBLIC + ': ' if public else ''}{title(c.name)}"
-            tests.append({"test-name": name, "passed": bool(c.passed), "score": c.points if c.passed else 0,
-                          "max-score": c.points, "piece": run.name, "hint": "" if c.passed else safe(c.message, 300)})
+            worth = 0 if public else c.points  # a public check is no part of the grade
+            tests.append({"test-name": name, "passed": bool(c.passed), "score": worth if c.passed else 0,
+                          "max-score": worth, "piece": run.name, "hint": "" if c.passed else safe(c.message, 300)})
+    if public:
+        tests.append({"test-name": NOT_GRADED, "passed": False, "score": 0, "max-score": graded_maximum(),
+                      "piece": "", "hint": "this runner ran the public smoke checks only"})
     when = (now or datetime.datetime.now(datetime.timezone.utc)).astimezone(datetime.timezone.utc)
     doc = {"schema": SCHEMA, **{field: environ[name].strip() for name, field in IDENTITY.items()}}
     doc.update(assignment_type=(environ.get("ASSIGNMENT_TYPE") or environ.get("MODE") or "individual").strip(),
@@ -53,6 +64,33 @@ def result(runs: list[PieceRun], *, public: bool = False, environ: Mapping[str, 
                datetime=when.strftime("%Y-%m-%dT%H:%M:%SZ"),
                score=sum(t["score"] for t in tests), **{"max-score": sum(t["max-score"] for t in tests)}, tests=tests)
     return {key: doc[key] for key in REQUIRED}
+
+
+def graded_maximum() -> int:
+    """The assignment's real maximum: the points of every graded case, from the hidden cases' manifest (in the clear)."""
+    from grader.runner import manifest
+
+    return sum(c["points"] for cases in manifest.read().values() for c in cases if c["points"] > 0)
+
+
+def status(doc: dict, *, public: bool) -> tuple[str, str] | None:
+    """The commit status and its summary (at most 140 characters) for the runner to post, or None where its own
+    (`success` when every test passed, else `failure`, with the score) says what the document is."""
+    if not public:
+        return None
+    checks = [t for t in doc["tests"] if t["test-name"] != NOT_GRADED]
+    passed = sum(t["passed"] for t in checks)
+    return "failure", (f"not graded: public smoke checks only ({passed} of {len(checks)} passed); the grade is "
+                       "your instructor's regrade")[:140]
+
+
+def posted_status(doc: dict, outputs: str = "") -> str:
+    """The commit status Classroom 50's runner posts for `doc`: the one the autograder wrote to $GITHUB_OUTPUT
+    (`outputs`, that file's text), else `success` when every test passed (or there are none), else `failure`."""
+    written = [line.split("=", 1)[1] for line in outputs.splitlines() if line.startswith("status=")]
+    if written:
+        return written[-1]
+    return "success" if all(t.get("passed") for t in doc.get("tests") or []) else "failure"
 
 
 def problems(doc: object, environ: Mapping[str, str]) -> list[str]:

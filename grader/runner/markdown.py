@@ -57,9 +57,10 @@ def render(report: dict, artifact: str | None = None, public: bool = False) -> s
     artifact that holds the JSON report; `public` says these are the public smoke checks, not the grade."""
     pieces = report["pieces"]
     head = [f"## Attention lab: {report['score']}/{report['max_score']} points", ""]
-    if public:
-        head += ["> " + md("Public smoke checks only: the graded cases are sealed in this release; this is not the "
-                           "grade."), ""]
+    if public:  # a score of the public checks alone must not read as the grade
+        head = [f"## Attention lab: not graded (public smoke checks: {report['score']}/{report['max_score']})", "",
+                "> " + md("Public smoke checks only: the graded cases are sealed in this release and did not run "
+                          "here; this is not the grade. Your instructor's graded run or regrade is."), ""]
     if report.get("quick"):
         head += ["> " + md(report.get("note") or "quick run: this is not the grade"), ""]
     head += ["| Piece | Points | Cases |", "|---|---:|---|"]

@@ -6,7 +6,8 @@ $GITHUB_STEP_SUMMARY) and the step output `result`, the base64 payload the Class
 reporter: from `<RUNNER>_RESULTS` (that payload), what the reporter printed: its log, its "Points X/Y" and
 "Autograding report" notices, and its error and exit code 1 when a test failed.
 classroom50: from the JSON report, Classroom 50's result.json (its identity from the runner's environment) and
-release-body.md (this Markdown report) in OUT; `public` when the public smoke checks ran (no seal key).
+release-body.md (this Markdown report) in OUT; `public` when the public smoke checks ran (no seal key), and then
+also the commit status `failure` with a "not graded" summary in $GITHUB_OUTPUT, which the runner posts as it is.
 """
 from __future__ import annotations
 
@@ -78,6 +79,10 @@ def classroom50_files(report_path: Path, out: Path, public: bool) -> int:
     doc = classroom50.result(reporter.runs_from_report(report), public=public)
     (out / "result.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     (out / "release-body.md").write_text(markdown.render(report, public=public), encoding="utf-8")
+    posted = classroom50.status(doc, public=public)
+    if posted and "GITHUB_OUTPUT" in os.environ:  # the runner posts this instead of deriving one from the tests
+        with open(os.environ["GITHUB_OUTPUT"], "a", encoding="utf-8") as f:
+            f.write("status={}\nsummary={}\n".format(*posted))
     return 0
 
 

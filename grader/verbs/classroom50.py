@@ -27,6 +27,7 @@ from importlib import resources
 from pathlib import Path
 
 from grader.release import build as release
+from grader.runner.classroom50 import graded_maximum
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{1,38}$")  # Classroom 50's own rule for classroom and assignment names
 LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # and for a runs-on label
@@ -74,6 +75,8 @@ def build(out: Path, *, classroom: str, assignment: str, runs_on: tuple[str, ...
     (out / "runtime.json").write_text(json.dumps({"runtime": runtime(runs_on)}, indent=2) + "\n")
     guide = (resources.files("grader") / "templates" / "classroom50" / "SETUP.md").read_text(encoding="utf-8")
     (out / "SETUP.md").write_text(guide.format(classroom=classroom, assignment=assignment, key_file=KEY_ON_RUNNER,
+                                               max_score=graded_maximum(), torch=release.TORCH,
+                                               torch_index=release.TORCH_INDEX,
                                                key_path=key_path or release.key_path(out),
                                                labels=", ".join(runs_on) or "(GitHub-hosted)",
                                                runtime=json.dumps(runtime(runs_on))))

@@ -121,6 +121,40 @@ def test_the_result_document_keeps_every_rule_of_the_contract():
     assert failed["passed"] is False and failed["score"] == 0 and failed["max-score"] == 3 and failed["hint"]
 
 
+def test_a_keyed_run_posts_the_score_and_a_status_the_runner_derives_from_it():
+    doc = classroom50.result([run("encoder", [(2, True)]), run("context", [(9, True)])], environ=ENV)
+    assert (doc["score"], doc["max-score"]) == (11, 11) and classroom50.status(doc, public=False) is None
+    assert classroom50.posted_status(doc) == "success"
+
+
+def test_the_public_checks_alone_post_neither_a_success_nor_a_score_and_say_not_graded(tmp_path, monkeypatch):
+    """A hosted runner holds no key: its result must not enter Classroom 50's gradebook as a full score."""
+    from grader.runner import manifest, workflow
+    from grader.runner.summary import as_dict
+
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps(as_dict([run("encoder", [(1, True)]), run("context", [(2, True)])])))
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    outputs = tmp_path / "github-output"
+    outputs.write_text("")
+    monkeypatch.setenv("GITHUB_OUTPUT", str(outputs))
+    assert workflow.classroom50_files(report, tmp_path, public=True) == 0
+    doc = json.loads((tmp_path / "result.json").read_text())
+    assert classroom50.problems(doc, ENV) == []
+    real_maximum = sum(c["points"] for cases in manifest.read().values() for c in cases if c["points"] > 0)
+    assert (doc["score"], doc["max-score"]) == (0, real_maximum)
+    assert classroom50.posted_status(doc, outputs.read_text()) == "failure"
+    assert classroom50.posted_status(doc) == "failure"  # even where the runner ignored the written status
+    summary = [line for line in outputs.read_text().splitlines() if line.startswith("summary=")]
+    assert len(summary) == 1 and "not graded" in summary[0] and "2 of 2 passed" in summary[0] and len(summary[0]) <= 148
+    checks = [t for t in doc["tests"] if t["test-name"] != classroom50.NOT_GRADED]
+    assert len(checks) == 2 and all(t["passed"] and t["max-score"] == 0 and ": public check: " in t["test-name"]
+                                    for t in checks)
+    body = (tmp_path / "release-body.md").read_text()
+    assert body.startswith("## Attention lab: not graded (public smoke checks: 3/3)") and "this is not the grade" in body
+
+
 @pytest.mark.parametrize("change, said", [
     (lambda d: d.update(score=99), "above its max-score"),
     (lambda d: d.update(score=10.0), "not a non-negative integer"),

@@ -6,71 +6,26 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
 
-from grader import REFERENCE, ROOT
-from grader.runner.classroom50 import problems
-from grader.verbs import classroom50
+from grader import REFERENCE
+from grader.runner.classroom50 import NOT_GRADED, posted_status
 
 from helpers import POINTS, TOTAL, venv_over_this_environment
 from hostile_root import plant
+from release.classroom50_runner import autograde, checkout, kept_venv, make_lab
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="Classroom 50 grades on Linux runners")
-OWNER = "alice"
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> dict:
     """The release, a clean base interpreter, and the runner's scratch folder (the venv is made there once)."""
-    base = tmp_path_factory.mktemp("classroom50")
-    key = Fernet.generate_key()
-    paths = classroom50.build(base / "out", classroom="fall26", assignment="attention-lab",
-                              runs_on=("self-hosted", "attnlab"), key=key)
-    (base / "keys").mkdir()
-    (base / "keys" / "seal-key").write_bytes(key + b"\n")
-    bare = subprocess.run(["bash", str(ROOT / ".ci" / "bare-python"), "3.11"], capture_output=True, text=True,
-                          env={**os.environ, "TMPDIR": str(base)}, check=True).stdout.strip().splitlines()[-1]
-    (base / "runner-temp").mkdir()
-    return {"base": base, "key": key, "python": bare, **paths}
-
-
-def checkout(lab: dict, name: str, solved: tuple[str, ...] = ()) -> Path:
-    """A student repository made from the template, with the reference's files for the `solved` modules."""
-    repo = lab["base"] / name
-    shutil.copytree(lab["template"], repo)
-    for module in solved:
-        shutil.copyfile(REFERENCE / f"{module}.py", repo / "exercises" / f"{module}.py")
-    return repo
-
-
-def autograde(lab: dict, repo: Path, key_file: str | None = None, venv: Path | None = None
-              ) -> tuple[subprocess.CompletedProcess, dict | None]:
-    """Run autograder.py as the runner does; returns the run and the result document it left, if any."""
-    slug = f"fall26-attention-lab-{OWNER}"
-    env = {"PATH": os.environ["PATH"], "HOME": str(lab["base"]), "LANG": "C.UTF-8",
-           "RUNNER_TEMP": str(lab["base"] / "runner-temp"), "ATTNLAB_TORCH_INDEX": "",  # torch from this disk
-           "ATTNLAB_SEAL_KEY_FILE": key_file or str(lab["base"] / "keys" / "seal-key"),
-           "GITHUB_REPOSITORY": f"org/{slug}", "GITHUB_SHA": "abc1234" * 5, "GITHUB_ACTOR": OWNER,
-           "GITHUB_SERVER_URL": "https://github.com", "PAGES_BASE_URL": "https://org.github.io/classroom50",
-           "CLASSROOM": "fall26", "ASSIGNMENT": "attention-lab", "SUBMISSION_TAG": "submit/2026-12-02T10-00-00Z-abc1234",
-           "SECRET": "", "MODE": "individual", "ALLOWED_FILES": "[]", "RELEASE_ASSETS": "[]",
-           "USERNAME": OWNER, "OWNER": OWNER, "ASSIGNMENT_TYPE": "individual",
-           "COMMIT_URL": f"https://github.com/org/{slug}/commit/abc1234",
-           "RELEASE_URL": f"https://github.com/org/{slug}/releases/tag/submit%2F2026-12-02T10-00-00Z-abc1234",
-           "REVIEW_URL": f"https://github.com/org/{slug}/compare/0000000...abc1234",
-           "CLASSROOM50_BUNDLE_DIR": str(lab["bundle"]), **({"ATTNLAB_VENV": str(venv)} if venv else {})}
-    done = subprocess.run([lab["python"], str(lab["bundle"] / "autograder.py")], cwd=repo, env=env,
-                          capture_output=True, text=True, timeout=1200)
-    found = repo / "result.json"
-    doc = json.loads(found.read_text()) if found.is_file() else None
-    if doc is not None:
-        assert problems(doc, env) == [] and doc["owner"] == OWNER
-    return done, doc
+    return make_lab(tmp_path_factory.mktemp("classroom50"))
 
 
 def test_the_reference_earns_full_marks_in_a_result_the_runner_accepts(lab):
@@ -80,6 +35,19 @@ def test_the_reference_earns_full_marks_in_a_result_the_runner_accepts(lab):
     assert (doc["score"], doc["max-score"]) == (TOTAL, TOTAL) and all(t["passed"] for t in doc["tests"])
     assert f"{TOTAL}/{TOTAL}" in (repo / "release-body.md").read_text()
     assert lab["key"].decode() not in done.stdout + done.stderr
+
+
+def test_a_later_push_reuses_the_venv_the_runner_kept_and_a_stale_one_is_rebuilt(lab):
+    """Classroom 50 empties $RUNNER_TEMP between jobs; the venv lives in the self-hosted runner's tool cache."""
+    autograde(lab, checkout(lab, "first-push"))  # installs it, unless an earlier test's run did
+    done, doc = autograde(lab, checkout(lab, "second-push"))
+    assert "reusing the grader's environment" in done.stdout and "installing" not in done.stdout, done.stdout[-2000:]
+    assert doc is not None
+    stamp = kept_venv(lab) / ".attnlab-installed"
+    stamp.write_text(stamp.read_text().replace("torch", "torch-of-an-older-release", 1))
+    done, doc = autograde(lab, checkout(lab, "after-a-new-pin"))
+    assert "rebuilding the grader's environment" in done.stdout and "installed in" in done.stdout, done.stdout[-2000:]
+    assert doc is not None and "older-release" not in (kept_venv(lab) / ".attnlab-installed").read_text()
 
 
 def test_the_stubs_earn_nothing_with_one_line_per_piece(lab):
@@ -112,10 +80,13 @@ def test_files_at_the_repository_root_load_nowhere_and_a_result_of_their_own_is_
 
 def test_without_a_key_the_public_checks_run_and_every_test_says_so(lab):
     repo = checkout(lab, "public", tuple(p.stem for p in REFERENCE.glob("[!_]*.py")))
-    done, doc = autograde(lab, repo, key_file=str(lab["base"] / "keys" / "none"))
+    outputs = lab["base"] / "public-github-output"
+    done, doc = autograde(lab, repo, key_file=str(lab["base"] / "keys" / "none"), GITHUB_OUTPUT=str(outputs))
     assert done.returncode == 0 and "::warning title=Not the graded cases::" in done.stdout
-    assert 0 < doc["score"] == doc["max-score"] < TOTAL
-    assert all(": public check: " in t["test-name"] for t in doc["tests"])
+    assert (doc["score"], doc["max-score"]) == (0, TOTAL)  # neither a full score nor the public checks' own
+    checks = [t for t in doc["tests"] if t["test-name"] != NOT_GRADED]
+    assert checks and all(": public check: " in t["test-name"] and t["passed"] and t["max-score"] == 0 for t in checks)
+    assert posted_status(doc, outputs.read_text()) == "failure" and "summary=not graded" in outputs.read_text()
     assert "Public smoke checks only" in (repo / "release-body.md").read_text()
 
 
@@ -124,7 +95,7 @@ def test_a_key_file_inside_the_checkout_is_never_read(lab):
     (repo / "key").write_bytes(lab["key"])
     done, doc = autograde(lab, repo, key_file=str(repo / "key"))
     assert "inside the student's checkout" in done.stdout
-    assert all(": public check: " in t["test-name"] for t in doc["tests"])
+    assert all(": public check: " in t["test-name"] for t in doc["tests"] if t["test-name"] != NOT_GRADED)
 
 
 def test_a_wrong_key_posts_no_result_and_says_why(lab):
@@ -154,8 +125,7 @@ def test_a_runner_whose_jail_lacks_landlock_grades_nothing_with_the_key(lab, tmp
 
 
 def test_a_key_file_in_a_folder_the_jail_lets_graded_code_read_is_refused(lab):
-    venv = lab["base"] / "runner-temp" / "attnlab-venv"  # made by the first run; the workers may read their interpreter
-    inside = venv / "seal-key"
+    inside = kept_venv(lab) / "seal-key"  # the venv the first run made: the workers may read their interpreter
     inside.write_bytes(lab["key"])
     done, doc = autograde(lab, checkout(lab, "key-in-venv"), key_file=str(inside))
     assert done.returncode != 0 and doc is None

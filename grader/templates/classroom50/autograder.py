@@ -6,8 +6,12 @@ submission's identity in the environment (CLASSROOM, ASSIGNMENT, SUBMISSION_TAG,
 reads ./result.json when it exits 0. This script:
 
 1. re-runs itself under `python -I`: the working directory is the student's, and nothing there is imported;
-2. makes a virtual environment in $RUNNER_TEMP with PyTorch's CPU build and the grader's requirements (or uses
-   ATTNLAB_VENV, one made beforehand on a self-hosted runner);
+2. finds or makes a virtual environment with PyTorch's CPU build and the grader's requirements: ATTNLAB_VENV, one
+   made beforehand, used as it is; else, on a self-hosted runner, one kept in the runner's tool cache
+   ($RUNNER_TOOL_CACHE/attnlab/, which the runner keeps between jobs while it empties $RUNNER_TEMP), reused while
+   its torch, requirements and interpreter match and it imports, rebuilt when they do not; else (a GitHub-hosted
+   runner, a fresh machine every job) one in $RUNNER_TEMP. Graded code never writes to it: the jail gives workers
+   read-only access to the interpreter, and a keyed run refuses to grade without that layer (Landlock);
 3. grades the checkout's exercises/ with the grader in lab/ beside this file (never the copy in the student's
    repository), exactly as `grade` does: per piece its .py file, or its notebook cell while the file is the stub;
 4. writes result.json and release-body.md into the checkout, replacing whatever stands there.
@@ -16,15 +20,18 @@ The graded cases and the reference are sealed in lab/grader/sealed.bin. Its key 
 ATTNLAB_SEAL_KEY_FILE, else /etc/attnlab/seal-key: a file on the instructor's self-hosted runner, never in this
 folder (which Classroom 50 publishes) and never in the student's repository. `grade` reads it, refusing a file
 that the workers' jail could read, and graded code never sees it. Without a key (a GitHub-hosted runner) the
-public smoke checks run, and the result says so in every test's name: the graded score then comes from the
-instructor's regrade.
+public smoke checks run, and the result says so: each public check is worth 0 points, one failed test stands for
+the graded cases with the assignment's whole maximum, and the commit status is `failure`, "not graded". The
+graded score then comes from the instructor's regrade.
 """
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 if not sys.flags.isolated:  # the checkout is the student's: no sitecustomize, json.py or PYTHON* of theirs loads
@@ -70,23 +77,50 @@ def python_with_grader(scratch: Path) -> str:
     given = os.environ.get("ATTNLAB_VENV", "").strip()
     if given:
         return str(Path(given) / "bin" / "python")
-    venv = Path(os.environ.get("RUNNER_TEMP") or tempfile.gettempdir()) / "attnlab-venv"
-    python, stamp = venv / "bin" / "python", venv / ".attnlab-installed"
     requirements = LAB / "grader" / "requirements.txt"
-    want = f"{TORCH}\n{requirements.read_text()}"
-    if stamp.is_file() and stamp.read_text() == want:
+    want = f"{TORCH}\n{requirements.read_text()}\n{sys.version}\n{os.path.realpath(sys.executable)}\n"
+    cache = os.environ.get("RUNNER_TOOL_CACHE", "").strip()
+    if cache and os.environ.get("RUNNER_ENVIRONMENT", "").strip() == "self-hosted":
+        # named by what it holds, so a runner whose python3 or the lab's pin changes builds anew beside it
+        home = Path(cache) / "attnlab"
+        venv = home / f"venv-{hashlib.sha256(want.encode()).hexdigest()[:16]}"
+    else:
+        home = None
+        venv = Path(os.environ.get("RUNNER_TEMP") or tempfile.gettempdir()) / "attnlab-venv"
+    python, stamp = venv / "bin" / "python", venv / ".attnlab-installed"
+    started = time.monotonic()
+    if stamp.is_file() and stamp.read_text() == want and imports(python, scratch):
+        say(f"reusing the grader's environment {venv} (checked in {time.monotonic() - started:.1f} s)")
         return str(python)
+    if venv.exists():
+        say(f"rebuilding the grader's environment {venv} (it does not match this autograder or does not import)")
     shutil.rmtree(venv, ignore_errors=True)
     index = os.environ.get("ATTNLAB_TORCH_INDEX", TORCH_INDEX).strip()
-    say(f"installing {TORCH} (CPU build) and the grader's requirements...")
+    say(f"installing {TORCH} (CPU build) and the grader's requirements into {venv}...")
     for cmd in ([sys.executable, "-I", "-m", "venv", str(venv)],
                 [str(python), "-I", "-m", "pip", "install", "-q", "--disable-pip-version-check", TORCH]
                 + (["--index-url", index] if index else []),
                 [str(python), "-I", "-m", "pip", "install", "-q", "--disable-pip-version-check",
                  "--only-binary", ":all:", "-r", str(requirements)]):
         subprocess.run(cmd, check=True, cwd=scratch, env=clean_env(), stdin=subprocess.DEVNULL)
+    # written last: a job stopped mid-install leaves no stamp, so the next one rebuilds
     stamp.write_text(want)
+    say(f"installed in {time.monotonic() - started:.0f} s")
+    if home is not None:  # the venvs of an older pin or interpreter would only fill the runner's disk
+        for old in home.glob("venv-*"):
+            if old != venv:
+                shutil.rmtree(old, ignore_errors=True)
     return str(python)
+
+
+def imports(python: Path, scratch: Path) -> bool:
+    """Whether a kept venv still starts and imports what grading needs (a half-deleted one does not)."""
+    try:
+        done = subprocess.run([str(python), "-I", "-c", "import torch, cryptography, pytest, click"], cwd=scratch,
+                              env=clean_env(), stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
 
 
 def put(path: Path, text: str) -> None:
@@ -133,7 +167,11 @@ def main() -> int:
         body = (scratch / "release-body.md").read_text(encoding="utf-8")
     put(checkout / "result.json", json.dumps(doc, indent=2) + "\n")
     put(checkout / "release-body.md", body)
-    say(f"Attention lab: {doc['score']}/{doc['max-score']} written to result.json")
+    if key:
+        say(f"Attention lab: {doc['score']}/{doc['max-score']} written to result.json")
+    else:
+        say(f"Attention lab: not graded (public smoke checks only); result.json holds 0/{doc['max-score']} and the "
+            "commit status says not graded")
     return 0
 
 

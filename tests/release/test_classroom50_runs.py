@@ -142,3 +142,31 @@ def test_what_a_submission_writes_reaches_the_release_only_as_code(lab):
     shown = [line for line in body.splitlines() if "octocat" in line]
     assert shown and all(re.search(r"(`+) [^`]*@octocat[^`]* \1", line) for line in shown), shown
     assert "https://evil" not in re.sub(r"(`+) .*? \1", "", body)  # outside the code spans: nothing of theirs
+
+
+def test_graded_code_that_writes_into_the_kept_venv_changes_nothing_the_next_push_runs(lab):
+    """The venv outlives the job on a self-hosted runner, so a student's code must not leave anything in it."""
+    autograde(lab, checkout(lab, "before-the-attack"))  # the venv is there and kept
+    venv = kept_venv(lab)
+    before = sorted((str(p.relative_to(venv)), p.stat().st_size, p.stat().st_mtime_ns) for p in venv.rglob("*")
+                    if p.is_file())
+    repo = checkout(lab, "venv-writer", ("encoder",))
+    attack = ("\nimport sys as _s, os as _o, glob as _g\n"
+              "for _d in {_s.prefix, *_s.path, *_g.glob(_s.prefix + '/lib/*/site-packages')}:\n"
+              "    for _name in ('attnlab_planted.pth', 'sitecustomize.py'):\n"
+              "        try:\n"
+              "            open(_o.path.join(_d, _name), 'w').write('import os; os.environ[\"PLANTED\"] = \"1\"\\n')\n"
+              "        except OSError:\n"
+              "            pass\n"
+              "try:\n"
+              "    open(_o.path.join(_s.prefix, '.attnlab-installed'), 'a').write('x')\n"
+              "except OSError:\n"
+              "    pass\n")
+    (repo / "exercises" / "encoder.py").write_text((repo / "exercises" / "encoder.py").read_text() + attack)
+    done, doc = autograde(lab, repo)
+    assert done.returncode == 0 and doc["score"] == POINTS["encoder"], done.stdout[-2000:]  # what the encoder earns
+    after = sorted((str(p.relative_to(venv)), p.stat().st_size, p.stat().st_mtime_ns) for p in venv.rglob("*")
+                   if p.is_file())
+    assert after == before
+    done, _ = autograde(lab, checkout(lab, "after-the-attack"))
+    assert "reusing the grader's environment" in done.stdout

@@ -1,5 +1,6 @@
-"""`grade batch`: regrade a class, clone it, merge its shards; thin click wrappers around grader/verbs/batch.py,
-grader/regrade/collect.py and grader/verbs/merge.py (`grade` itself is grader/cli.py)."""
+"""`grade batch`: regrade a class, clone it, merge its shards, verify its per-push results; thin click wrappers
+around grader/verbs/batch.py, grader/regrade/collect.py, grader/verbs/merge.py and grader/verbs/verify.py (`grade`
+itself is grader/cli.py)."""
 from __future__ import annotations
 
 import os
@@ -14,7 +15,7 @@ from grader.runner.results import Limits
 
 class BatchGroup(click.Group):
     """`grade batch SUBMISSIONS...` regrades; `grade batch collect DEST` clones the class; `grade batch merge
-    PARTS...` merges the shards' parts."""
+    PARTS...` merges the shards' parts; `grade batch verify FOLDER` checks the per-push results."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         # `class` is the hidden name of the regrade itself: a folder of that name is a class to grade
@@ -64,6 +65,15 @@ def _prefix(ctx: click.Context, param: click.Parameter, value: str | None):
         raise click.BadParameter(str(e), param_hint="--prefix") from None
 
 
+def _keys(ctx: click.Context, param: click.Parameter, value: Path | None):
+    from grader.regrade import perpush
+
+    try:
+        return perpush.Release.read(value) if value is not None else None
+    except perpush.ReleaseError as e:
+        raise click.BadParameter(str(e), param_hint="--verify") from None
+
+
 def roster_options(command):
     """--roster and --prefix: the class from a roster, each student's repository PREFIX + username."""
     options = [
@@ -95,8 +105,8 @@ def _tally(gradebook: Path, graded: int, bad: int) -> str:
 
 @click.group(cls=BatchGroup)
 def batch() -> None:
-    """Regrade a class (`grade batch SUBMISSIONS...`), clone it (`grade batch collect DEST`), or merge its shards
-    (`grade batch merge PARTS...`)."""
+    """Regrade a class (`grade batch SUBMISSIONS...`), clone it (`grade batch collect DEST`), merge its shards
+    (`grade batch merge PARTS...`), or verify its signed Classroom 50 results (`grade batch verify FOLDER`)."""
 
 
 @batch.command("class", cls=ClassCommand, hidden=True)
@@ -119,13 +129,18 @@ def batch() -> None:
 @roster_options
 @click.option("--scores-csv", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Also write the gradebook with Classroom 50's scores.csv columns here.")
+@click.option("--verify", "keys", type=click.Path(path_type=Path, exists=True), default=None, callback=_keys,
+              metavar="RELEASE", help="The Classroom 50 release (grade release classroom50 OUT): the column per_push, "
+              "beside the regrade's score, says what each student's signed per-push result is worth (as `grade batch "
+              "verify`: verified S/M, forged, unsigned, replayed or missing).")
 @click.option("--disk-budget", default=None, callback=size_option, metavar="SIZE",
               help="Disk the students being staged may fill at once, each counted at its worst case (e.g. 4G, "
                    "500M; default 4G). A smaller budget stages fewer at once; a student alone is staged whatever it is.")
 @grading_options
 def batch_class(submissions: tuple[Path, ...], out: Path, reports: Path | None, jobs: int | None, release: Path | None,
-                shard_spec, deadline, roster, prefix: str | None, scores_csv: Path | None, disk_budget: int | None,
-                quick: bool, seed: str | None, case_timeout: float, piece_timeout: float, memory_gb: float) -> None:
+                shard_spec, deadline, roster, prefix: str | None, scores_csv: Path | None, keys,
+                disk_budget: int | None, quick: bool, seed: str | None, case_timeout: float, piece_timeout: float,
+                memory_gb: float) -> None:
     """Regrade a class: per student a repository, its exercises/ folder, a .zip or a .ipynb, in parallel; or a
     folder of them, as `grade batch collect` and `gh teacher download` write. With --roster and --prefix the class
     is the roster's students: one without a repository gets an error row, a repository of no student's is left
@@ -150,7 +165,7 @@ def batch_class(submissions: tuple[Path, ...], out: Path, reports: Path | None, 
                                 jobs=jobs or verb.default_jobs(), seed=resolve_seed(seed), release=release,
                                 shard=shard_spec, before=deadline, limits=Limits(case_timeout, piece_timeout,
                                                                                  memory_gb, quick),
-                                roster=roster, prefix=prefix or "", scores=scores_csv, disk=disk_budget)
+                                roster=roster, prefix=prefix or "", scores=scores_csv, disk=disk_budget, keys=keys)
     except verb.ReportsFolder as e:
         raise click.BadParameter(str(e), param_hint="--reports") from None
     part = f"shard {shard_spec}: " if shard_spec else ""
@@ -220,3 +235,30 @@ def batch_merge(parts: tuple[Path, ...], out: Path, scores_csv: Path | None) -> 
 
         said += f"; scores.csv: {scores.from_parts(scores_csv, list(parts))}"
     click.echo(f"merged {graded + bad} student(s) ({_tally(out, graded, bad)}) into {out}; {said}")
+
+
+@batch.command("verify")
+@click.argument("folder", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--release", "release", type=click.Path(path_type=Path, exists=True), required=True,
+              help="The folder `grade release classroom50 OUT` wrote (OUT): its attestation.json holds the public key, "
+                   "classroom, assignment and autograder digest the results must match (no secret).")
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=Path("verified-scores.csv"),
+              show_default=True,
+              help="The scores.csv (Classroom 50's columns) with a score for verified students only.")
+@roster_options
+def batch_verify(folder: Path, release: Path, out: Path, roster, prefix: str | None) -> None:
+    """Check each student's per-push Classroom 50 result in FOLDER (what `gh teacher download` wrote) against the
+    release, grading nothing: `verified S/M`, or forged, unsigned, replayed or missing and why. Exits 1 when any
+    student's result is not verified. With --roster, the roster's students (their folders <classroom>-<assignment>-
+    username unless --prefix says otherwise)."""
+    from grader.regrade.perpush import ReleaseError
+    from grader.verbs import verify as verb
+
+    try:
+        counts = verb.main(folder=folder, release=release, out=out, roster=roster, prefix=prefix, say=click.echo)
+    except ReleaseError as e:
+        raise click.BadParameter(str(e), param_hint="--release") from None
+    except verb.VerifyError as e:
+        raise click.BadParameter(str(e), param_hint=e.param) from None
+    if sum(counts.values()) != counts["verified"]:
+        sys.exit(1)

@@ -29,10 +29,11 @@ from grader.regrade.rowstatus import status_of
 FORMAT = 1
 MAX_MANIFEST = 256 << 20  # bytes: a class of thousands' rows, with room
 _FORMULA = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")  # and their full-width forms
-def fields(pieces: list[str]) -> list[str]:
-    """The gradebook's columns: a column a piece graded."""
-    return ["student", *pieces, "total", "max_score", "status", "mode", "commit", "committed", "late",
-            "release_files", "path"]
+def fields(pieces: list[str], per_push: bool = False) -> list[str]:
+    """The gradebook's columns: a column a piece graded; `per_push` (grade batch --verify): beside the regrade's
+    score, the verdict on the student's per-push Classroom 50 result (grader/regrade/perpush.py)."""
+    return ["student", *pieces, "total", "max_score", *(["per_push"] if per_push else []), "status", "mode", "commit",
+            "committed", "late", "release_files", "path"]
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def write_csv(out: Path, rows: list[dict], mode: str, pieces: list[str]) -> None
     """The complete gradebook in order of student name, in one atomic replace; the same rows give the same bytes."""
     rows = order(rows)
     max_score = next((r["max_score"] for r in rows if r.get("max_score") is not None), 0)
-    tmp, columns = out.with_name(out.name + ".tmp"), fields(pieces)
+    tmp, columns = out.with_name(out.name + ".tmp"), fields(pieces, any("per_push" in r for r in rows))
     with open(tmp, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
@@ -108,9 +109,10 @@ class Gradebook:
     """The CSV, a row at a time as each finishes (a crash keeps every finished row), then rewritten complete;
     each row also goes to the journal with the digest of what was graded, so a rerun can take it as it is."""
 
-    def __init__(self, files: Files, quick: bool, pieces: list[str], journal: Journal | None = None) -> None:
+    def __init__(self, files: Files, quick: bool, pieces: list[str], journal: Journal | None = None,
+                 per_push: bool = False) -> None:
         self.files, self.mode, self.rows, self.lock = files, "quick" if quick else "full", [], threading.Lock()
-        self.journal, self.pieces, self.columns = journal, pieces, fields(pieces)
+        self.journal, self.pieces, self.columns = journal, pieces, fields(pieces, per_push)
         files.csv.parent.mkdir(parents=True, exist_ok=True)
         self.file = open(files.csv, "w", newline="", encoding="utf-8")  # noqa: SIM115 - closed in finish
         self.writer = csv.DictWriter(self.file, fieldnames=self.columns)

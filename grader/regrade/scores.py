@@ -68,12 +68,17 @@ def lines(rows: list[dict], roster: dict[str, dict] | None, mode: str) -> list[d
 
 def write(path: Path, rows: list[dict], roster: dict[str, dict] | None, mode: str) -> Path:
     """Write the scores.csv at `path` in one atomic replace; the same rows give the same bytes."""
+    return write_lines(path, lines(rows, roster, mode))
+
+
+def write_lines(path: Path, found: list[dict]) -> Path:
+    """Write scores.csv lines (a dict of COLUMNS each) at `path` in one atomic replace, every cell neutralised."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")  # as Classroom 50 writes it
         writer.writeheader()
-        for line in lines(rows, roster, mode):
+        for line in found:
             writer.writerow({k: book.cell(v) for k, v in line.items()})
         f.flush()
         os.fsync(f.fileno())

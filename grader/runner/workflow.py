@@ -7,7 +7,9 @@ reporter: from `<RUNNER>_RESULTS` (that payload), what the reporter printed: its
 "Autograding report" notices, and its error and exit code 1 when a test failed.
 classroom50: from the JSON report, Classroom 50's result.json (its identity from the runner's environment) and
 release-body.md (this Markdown report) in OUT; `public` when the public smoke checks ran (no seal key), and then
-also the commit status `failure` with a "not graded" summary in $GITHUB_OUTPUT, which the runner posts as it is.
+also the commit status `failure` with a "not graded" summary in $GITHUB_OUTPUT, which the runner posts as it is;
+`signed KEY_FILE BUNDLE` when the graded cases ran: the result signed with the key derived from the seal key, for
+this autograder folder (grader.runner.attest).
 """
 from __future__ import annotations
 
@@ -66,7 +68,7 @@ def report_points(runner: str) -> int:
     return 1 if failed else 0
 
 
-def classroom50_files(report_path: Path, out: Path, public: bool) -> int:
+def classroom50_files(report_path: Path, out: Path, public: bool, signer: tuple[Path, Path] | None = None) -> int:
     from grader.runner import classroom50
 
     report = read_report(report_path)
@@ -77,6 +79,10 @@ def classroom50_files(report_path: Path, out: Path, public: bool) -> int:
         print(f"::error title=Grading failed::Classroom 50's runner did not set {', '.join(missing)}; no score is posted.")
         return 2
     doc = classroom50.result(reporter.runs_from_report(report), public=public)
+    if signer is not None:
+        doc = signed(doc, *signer)
+        if doc is None:
+            return 2
     (out / "result.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     (out / "release-body.md").write_text(markdown.render(report, public=public), encoding="utf-8")
     posted = classroom50.status(doc, public=public)
@@ -86,6 +92,25 @@ def classroom50_files(report_path: Path, out: Path, public: bool) -> int:
     return 0
 
 
+def signed(doc: dict, key_file: Path, bundle: Path) -> dict | None:
+    """`doc` signed for this repository, commit and autograder folder, or None (said in one line): a keyed run
+    whose result cannot be signed posts nothing rather than a score `grade batch verify` would call unsigned."""
+    from grader.runner import attest
+
+    repository, commit = (os.environ.get(name, "").strip() for name in ("GITHUB_REPOSITORY", "GITHUB_SHA"))
+    if not repository or not commit:
+        print("::error title=Grading failed::Classroom 50's runner did not set GITHUB_REPOSITORY and GITHUB_SHA, which "
+              "the result's signature names; no score is posted.")
+        return None
+    try:
+        return attest.sign(doc, key_file.read_bytes(), repository=repository, commit=commit,
+                           bundle=attest.bundle_digest(bundle))
+    except (OSError, ValueError) as e:
+        print(f"::error title=Grading failed::the result could not be signed ({safe(str(e), 200)}); no score is "
+              "posted.")
+        return None
+
+
 def main(argv: list[str]) -> int:
     if len(argv) in (2, 3) and argv[0] == "summary":
         return summary(Path(argv[1]), argv[2] if len(argv) == 3 else None)
@@ -93,6 +118,8 @@ def main(argv: list[str]) -> int:
         return report_points(argv[1])
     if len(argv) in (3, 4) and argv[0] == "classroom50" and argv[3:] in ([], ["public"]):
         return classroom50_files(Path(argv[1]), Path(argv[2]), public=argv[3:] == ["public"])
+    if len(argv) == 6 and argv[0] == "classroom50" and argv[3] == "signed":
+        return classroom50_files(Path(argv[1]), Path(argv[2]), public=False, signer=(Path(argv[4]), Path(argv[5])))
     print("usage: python -I grader/workflow.py summary REPORT.json [ARTIFACT] | reporter RUNNER | "
-          "classroom50 REPORT.json OUT [public]", file=sys.stderr)
+          "classroom50 REPORT.json OUT [public | signed KEY_FILE BUNDLE]", file=sys.stderr)
     return 2

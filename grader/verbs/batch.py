@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import sys
 import tempfile
 import threading
@@ -24,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grader.regrade import book, collect, deadline, staging
+from grader.regrade import book, collect, deadline, perpush, staging
 from grader.regrade import roster as rosters
 from grader.regrade import scores as classroom50
 from grader.regrade.classlist import ClassList, class_list
@@ -35,7 +34,7 @@ from grader.regrade import release_files
 from grader.regrade.intake import Refused, unpack
 from grader.regrade.release_files import Verdict
 from grader.regrade.rowstatus import error_text, ok_text, status_of
-from grader.pieces import MODULES, PIECES, run_order
+from grader.pieces import PIECES, run_order
 from grader.runner import stops
 from grader.runner.launch import Stopped, Zygote
 from grader.runner.results import Limits
@@ -72,24 +71,6 @@ class Student:
         return {"commit": c.sha, "committed": c.time, "late": c.late} if c else {}
 
 
-def remove(path: Path) -> None:
-    """rmtree, ignoring errors and a tree too deep for its recursion (deadline.py refuses those: a second guard)."""
-    try:
-        shutil.rmtree(path, ignore_errors=True)
-    except RecursionError:
-        pass
-
-
-def keep_code(staged: Path, into: Path) -> None:
-    """The lab files that are graded, kept beside the gradebook for the similarity report."""
-    shutil.rmtree(into, ignore_errors=True)
-    into.mkdir(parents=True)
-    for module in MODULES:
-        src = staged / f"{module}.py"
-        if src.is_file() and not src.is_symlink():
-            shutil.copyfile(src, into / src.name)
-
-
 # --- one run ------------------------------------------------------------------------------------
 
 class Batch:
@@ -111,8 +92,8 @@ class Batch:
     def __init__(self, *, submissions: list[Path], out: Path, reports: Path | None, jobs: int, seed: str,
                  limits: Limits, progress: bool = True, release: Path | None = None, shard: Shard | None = None,
                  before: datetime | None = None, roster: rosters.Roster | None = None, prefix: str = "",
-                 scores: Path | None = None, disk: int | None = None) -> None:
-        self.submissions, self.out, self.reports, self.jobs = submissions, out, reports, jobs
+                 scores: Path | None = None, disk: int | None = None, keys: perpush.Release | None = None) -> None:
+        self.submissions, self.out, self.reports, self.jobs, self.keys = submissions, out, reports, jobs, keys
         self.seed, self.limits, self.progress, self.release = seed, limits, progress, release
         self.shard, self.before, self.roster, self.prefix, self.scores = shard, before, roster, prefix, scores
         self.lock, self.bound = threading.Lock(), staging.Bound(staging.DISK_BYTES if disk is None else disk)
@@ -189,7 +170,7 @@ class Batch:
         self.manifest = dict(shard=part_of, names=klass.everyone, class_digest=klass.digest, setting=self.setting,
                              roster=klass.roster)
         book.write_manifest(files, rows=None, finished=False, **self.manifest)
-        self.gradebook = book.Gradebook(files, limits.quick, list(PIECES), self.journal)
+        self.gradebook = book.Gradebook(files, limits.quick, list(PIECES), self.journal, per_push=self.keys is not None)
         if self.progress:
             from tqdm import tqdm
 
@@ -219,7 +200,7 @@ class Batch:
         for name, why in sorted(self.klass.missing.items()):
             (self.files.reports / f"{name}.json").write_text(json.dumps({"student": name, "path": "", "error": why},
                                                                         indent=2) + "\n")
-            remove(self.files.code / name)
+            staging.remove(self.files.code / name)
             verdict = Verdict.not_a_repository("no repository") if self.digests is not None else Verdict.no_release()
             self.add({**error_row(name, why), "path": "", "release_files": verdict.cell})
 
@@ -242,7 +223,7 @@ class Batch:
                     s.notes.append(f"{s.commit.late} commit(s) after the deadline not graded")
             staged = unpack(s.source, s.into, s.notes)
             s.verdict = self.verdict(s.source)
-            keep_code(staged, files.code / s.name)
+            staging.keep_code(staged, files.code / s.name)
             staging.prune(s.into, staged)  # the clone, the checkout and the unpacking's copies: graded from `staged`
             s.inputs = book.inputs_digest(self.setting, staged, [*s.notes, s.commit.sha if s.commit else "",
                                                                  json.dumps([s.verdict.cell, list(s.verdict.files)])])
@@ -251,13 +232,13 @@ class Batch:
                 self.add(kept, s.inputs)  # graded before with these very inputs: the same row again
                 with self.lock:
                     self.resumed += 1
-                remove(s.into)
+                staging.remove(s.into)
                 return
             s.job = Grading(submission=staged, pieces=list(PIECES), seed=self.seed, limits=self.limits)
         except Exception as e:  # noqa: BLE001 - one unreadable submission is one error row
             self.add(self.failed_row(s, e))
-            remove(s.into)
-            remove(files.code / s.name)  # nothing of theirs was graded
+            staging.remove(s.into)
+            staging.remove(files.code / s.name)  # nothing of theirs was graded
             return
         with self.lock:
             self.live[path] = s
@@ -317,11 +298,14 @@ class Batch:
         except Exception as e2:  # noqa: BLE001 - still just this student's row
             line = self.failed_row(s, e2)
         self.add(line, inputs)
-        remove(s.into)
+        staging.remove(s.into)
 
     def add(self, line: dict, inputs: str = "") -> None:
         if self.stop.stopped:
             return  # a stop may have cut what this row says short: the rerun writes it
+        if self.keys is not None:  # read afresh for every row, a resumed one too: the download may be newer
+            line = {**line, "per_push": perpush.check(Path(line["path"]), self.keys).cell if line.get("path")
+                    else "missing: no repository"}
         self.gradebook.add(line, inputs)
         if self.bar:
             self.bar.update(1)
@@ -371,16 +355,18 @@ def main(
     *, submissions: list[Path], out: Path, reports: Path | None, jobs: int, seed: str, limits: Limits,
     progress: bool = True, release: Path | None = None, shard: Shard | None = None, before: datetime | None = None,
     roster: rosters.Roster | None = None, prefix: str = "", scores: Path | None = None, disk: int | None = None,
+    keys: perpush.Release | None = None,
 ) -> tuple[int, int]:
     """Grade every submission (or `shard`'s part of them); returns (graded, unreadable). One broken submission
     never stops the batch, and a rerun takes every row the journal holds for the same inputs as it is. With a
     `roster`, its students are the class (see class_list); `scores`: Classroom 50's scores.csv, too; `disk`: the
-    bytes staging may hold at once (default staging.DISK_BYTES), each student at their worst case (staging.py).
+    bytes staging may hold at once (default staging.DISK_BYTES), each student at their worst case (staging.py);
+    `keys`: a Classroom 50 release's attestation, and then each row's `per_push` is its per-push result's verdict.
     SIGTERM or SIGINT stops it: the rows it finished kept, it exits 143 or 130 (`Batch.halt`). The steps: `Batch`;
     the order of the pieces: `Batch.launch`."""
     return Batch(submissions=submissions, out=out, reports=reports, jobs=jobs, seed=seed, limits=limits,
                  progress=progress, release=release, shard=shard, before=before, roster=roster, prefix=prefix,
-                 scores=scores, disk=disk).run()
+                 scores=scores, disk=disk, keys=keys).run()
 
 
 def drop_page_cache() -> str:

@@ -14,11 +14,14 @@ OUT/
   config/CLASSROOM/autograders/ASSIGNMENT/        copy into the organisation's `classroom50` config repository:
       autograder.py, lab/grader/..., lab/datasets/  the autograder and the grader it runs (sealed cases inside)
   runtime.json                                    the assignment's `runtime` block for assignments.json
+  attestation.json                                what `grade batch verify` checks the per-push results against:
+                                                  the public key derived from the seal key and the folder's digest
   SETUP.md                                        the steps, with these names filled in
 OUT.seal-key                                      the key (mode 0600), as `grade release student` keeps it
 """
 from __future__ import annotations
 
+import base64
 import json
 import re
 import shutil
@@ -27,6 +30,7 @@ from importlib import resources
 from pathlib import Path
 
 from grader.release import build as release
+from grader.runner import attest
 from grader.runner.classroom50 import graded_maximum
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{1,38}$")  # Classroom 50's own rule for classroom and assignment names
@@ -73,6 +77,7 @@ def build(out: Path, *, classroom: str, assignment: str, runs_on: tuple[str, ...
     text = (resources.files("grader") / "templates" / "classroom50" / "autograder.py").read_text(encoding="utf-8")
     (bundle / "autograder.py").write_text(text.replace("@TORCH@", release.TORCH).replace("@TORCH_INDEX@", release.TORCH_INDEX))
     (out / "runtime.json").write_text(json.dumps({"runtime": runtime(runs_on)}, indent=2) + "\n")
+    (out / attest.RELEASE_FILE).write_text(json.dumps(attestation(bundle, classroom, assignment, key), indent=2) + "\n")
     guide = (resources.files("grader") / "templates" / "classroom50" / "SETUP.md").read_text(encoding="utf-8")
     (out / "SETUP.md").write_text(guide.format(classroom=classroom, assignment=assignment, key_file=KEY_ON_RUNNER,
                                                max_score=graded_maximum(), torch=release.TORCH,
@@ -80,7 +85,17 @@ def build(out: Path, *, classroom: str, assignment: str, runs_on: tuple[str, ...
                                                key_path=key_path or release.key_path(out),
                                                labels=", ".join(runs_on) or "(GitHub-hosted)",
                                                runtime=json.dumps(runtime(runs_on))))
-    return {"template": template, "bundle": bundle, "runtime": out / "runtime.json", "setup": out / "SETUP.md"}
+    return {"template": template, "bundle": bundle, "runtime": out / "runtime.json", "setup": out / "SETUP.md",
+            "attestation": out / attest.RELEASE_FILE}
+
+
+def attestation(bundle: Path, classroom: str, assignment: str, key: bytes) -> dict:
+    """What a signed per-push result is checked against, with no secret in it: the public key derived from the seal
+    key, the autograder folder's digest (as the runner computes it from the folder it extracts) and the names."""
+    public = attest.public_key(key)
+    return {"schema": attest.RELEASE_SCHEMA, "classroom": classroom, "assignment": assignment,
+            "bundle": attest.bundle_digest(bundle), "public-key": public,
+            "key-id": attest.key_id(base64.b64decode(public))}
 
 
 def packed_size(bundle: Path) -> int:
@@ -116,4 +131,5 @@ def main(*, out: Path, classroom: str, assignment: str, runs_on: tuple[str, ...]
     return [f"wrote the template repository to {paths['template']}",
             f"wrote the autograder folder to {paths['bundle']} ({size // 1024} KB packed)",
             f"wrote {paths['runtime']} and the steps in {paths['setup']}",
+            f"wrote {paths['attestation']}: each push's signed result is checked against it by `grade batch verify`",
             f"seal key: {chosen.path} ({chosen.origin}); {where}", *notes]

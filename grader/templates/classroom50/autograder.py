@@ -14,7 +14,8 @@ reads ./result.json when it exits 0. This script:
    read-only access to the interpreter, and a keyed run refuses to grade without that layer (Landlock);
 3. grades the checkout's exercises/ with the grader in lab/ beside this file (never the copy in the student's
    repository), exactly as `grade` does: per piece its .py file, or its notebook cell while the file is the stub;
-4. writes result.json and release-body.md into the checkout, replacing whatever stands there.
+4. writes result.json and release-body.md into the checkout, replacing whatever stands there; with the key, the
+   result is signed with a key derived from it, for this repository, commit and folder (grader/runner/attest.py).
 
 The graded cases and the reference are sealed in lab/grader/sealed.bin. Its key is read from the file named by
 ATTNLAB_SEAL_KEY_FILE, else /etc/attnlab/seal-key: a file on the instructor's self-hosted runner, never in this
@@ -157,10 +158,11 @@ def main() -> int:
             say(f"::error title=Grading failed::grade stopped with exit code {done.returncode} before it could "
                 "grade; its message is above. No score is posted.")
             return 1
-        # the result document and the release's Markdown (every text a submission wrote in a code span), from the report
+        # the result document and the release's Markdown (every text a submission wrote in a code span), from the
+        # report; with the key, signed for this repository, commit and this folder (`grade batch verify` checks it)
         files = subprocess.run([python, "-I", str(LAB / "grader" / "workflow.py"), "classroom50", str(report),
-                                str(scratch), *([] if key else ["public"])], stdin=subprocess.DEVNULL, cwd=scratch,
-                               env=clean_env())
+                                str(scratch), *(["signed", str(key), str(HERE)] if key else ["public"])],
+                               stdin=subprocess.DEVNULL, cwd=scratch, env=clean_env())
         if files.returncode != 0:
             return 1
         doc = json.loads((scratch / "result.json").read_text(encoding="utf-8"))

@@ -67,7 +67,7 @@ def result(runs: list[PieceRun], *, public: bool = False, environ: Mapping[str, 
 
 
 def graded_maximum() -> int:
-    """The assignment's real maximum: the points of every graded case, from the hidden cases' manifest (in the clear)."""
+    """The assignment's real maximum: every graded case's points, from the hidden cases' manifest (in the clear)."""
     from grader.runner import manifest
 
     return sum(c["points"] for cases in manifest.read().values() for c in cases if c["points"] > 0)

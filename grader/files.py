@@ -46,8 +46,9 @@ def read_regular(path: Path, cap: int, what: str) -> bytes | None:
         fd = os.open(path, READ_FLAGS)
     except OSError as e:
         raise Refused(f"{what} cannot be read ({e.strerror}); hand in a regular file") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # before fdopen, which raises its own error for a folder
+        os.close(fd)
+        raise Refused(f"{what} is not a regular file; hand in the file itself")
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise Refused(f"{what} is not a regular file; hand in the file itself")
         data = f.read(cap + 1)
     return data if len(data) <= cap else None

@@ -28,6 +28,7 @@ from grader.runner import attest
 from grader.runner.report import safe
 
 MAX_BYTES = 10 * 1024 * 1024  # Classroom 50's own cap on a result.json (collect_scores.py, download.go)
+MAX_DEPTH = 32  # the runner writes 4 levels; a deeper document is made to overflow the checks' own recursion
 CANONICAL_TAG = re.compile(r"^submit/(\d{4}-\d{2}-\d{2})T(\d{2})-(\d{2})-(\d{2})Z-([0-9a-f]{7})$")  # the runner's
 
 
@@ -99,6 +100,18 @@ def _present(path: Path) -> bool:
     return path.exists() or is_link(path)
 
 
+def too_deep(value: object, limit: int = MAX_DEPTH) -> bool:
+    """Whether `value` nests lists and objects deeper than `limit` (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (list, dict)):
+            if depth > limit:
+                return True
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return False
+
+
 def newest(repo: Path) -> tuple[object, str | None] | Verdict:
     """The newest result the folder holds and the tag of the release it came from (None where only result.json is
     there: then no release vouches for the submission), or the verdict where there is none to read."""
@@ -130,11 +143,17 @@ def newest(repo: Path) -> tuple[object, str | None] | Verdict:
 def check(repo: Path, release: Release) -> Verdict:
     """The verdict on the newest result in a student's repository folder (a download's, or `repo/exercises`)."""
     repo = repo.parent if repo.name == "exercises" else repo
-    found = newest(repo)
-    if isinstance(found, Verdict):
-        return found
-    doc, tag = found
-    return judge(doc, tag, repo.name, release)
+    try:
+        found = newest(repo)
+        if isinstance(found, Verdict):
+            return found
+        doc, tag = found
+        if too_deep(doc):
+            return Verdict("unsigned", f"its result nests deeper than {MAX_DEPTH} levels, which the autograder never "
+                                       "writes")
+        return judge(doc, tag, repo.name, release)
+    except Exception as e:  # noqa: BLE001 - one student's odd file must cost no classmate their verdict
+        return Verdict("unsigned", f"its result could not be checked ({type(e).__name__}): not a grade")
 
 
 def judge(doc: object, tag: str | None, repo_name: str, release: Release) -> Verdict:
@@ -149,7 +168,7 @@ def judge(doc: object, tag: str | None, repo_name: str, release: Release) -> Ver
         return Verdict("unsigned", "the public smoke checks of a runner without the key: not a grade" if public else
                        "no signature: not written by this release's autograder on the runner that holds the key")
     except attest.Forged as e:
-        return Verdict("forged", str(e))
+        return Verdict("forged", safe(str(e), 300))
     why = replayed(doc, signed, tag, repo_name, release)
     if why:
         return Verdict("replayed", why)

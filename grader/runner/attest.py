@@ -143,7 +143,7 @@ def verify(doc: dict, public_b64: str) -> Signed:
             signature, statement(doc, repository=att["repository"], commit=att["commit"], bundle=att["bundle"]))
     except (InvalidSignature, binascii.Error, ValueError):
         mine = key_id(raw)
-        other = f"; it names another key ({att['key'][:16]}, the release's is {mine})" if att["key"] != mine else ""
+        other = f"; it names another key ({att['key'][:16]!r}, the release's is {mine})" if att["key"] != mine else ""
         raise Forged("the signature does not match the document: a field it covers (a score, a test, the "
                      f"submission, classroom or assignment) was changed after signing{other}") from None
     return Signed(att["repository"], att["commit"], att["bundle"], att["key"])

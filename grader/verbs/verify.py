@@ -17,6 +17,7 @@ from pathlib import Path
 from grader.regrade import perpush, scores
 from grader.regrade.classlist import class_list
 from grader.regrade.roster import Roster
+from grader.runner import attest
 from grader.runner.report import safe
 
 WORDS = ("verified", "forged", "unsigned", "replayed", "missing")
@@ -37,15 +38,16 @@ def username(name: str, release: perpush.Release) -> str:
 
 
 def verdicts(folder: Path, release: perpush.Release, roster: Roster | None = None, prefix: str | None = None
-             ) -> tuple[dict[str, perpush.Verdict], dict[str, dict] | None]:
-    """Every student's verdict, by name, and the roster's details: the download's folders (named by username, less
-    the release's prefix), or the roster's students (a student without a folder is `missing`)."""
+             ) -> tuple[dict[str, perpush.Verdict], dict[str, dict] | None, list[str]]:
+    """Every student's verdict, by name, the roster's details and the lines for the instructor (folders of no
+    roster student's, left out): the download's folders (named by username, less the release's prefix), or the
+    roster's students (a student without a folder is `missing`)."""
     klass = class_list([folder], roster, release.prefix if prefix is None else prefix)
     found = {name: perpush.Verdict("missing", safe(why, 200)) for name, why in klass.missing.items()}
     for path in klass.paths:
         name = klass.names[path] if roster is not None else username(klass.names[path], release)
         found[name if name not in found else klass.names[path]] = perpush.check(path, release)
-    return found, klass.roster
+    return found, klass.roster, [safe(line, 500) for line in klass.said]
 
 
 def lines(found: dict[str, perpush.Verdict], roster: dict[str, dict] | None) -> list[dict]:
@@ -72,16 +74,29 @@ def main(*, folder: Path, release: Path, out: Path, roster: Roster | None = None
     `out`; returns how many got each word. Raises perpush.ReleaseError or VerifyError for what the user gave."""
     start = time.monotonic()
     keys = perpush.Release.read(release)
-    if (folder / "scores.csv").resolve() == out.resolve():
+    target = out.resolve()
+    if (folder / "scores.csv").resolve() == target:
         raise VerifyError("is the download's own scores.csv (what the pushes posted, signed or not): give the "
                           "verified scores a path of their own", "--out")
+    if target.is_relative_to(folder.resolve()):
+        raise VerifyError(f"is inside {folder}, the students' download, where it could replace a student's file: "
+                          "give the verified scores a path outside it", "--out")
+    key_file = release / attest.RELEASE_FILE if release.is_dir() else release
+    if key_file.resolve() == target:
+        raise VerifyError("is the release's attestation.json, the public key verify reads: give the verified scores "
+                          "a path of their own", "--out")
     if not any(p.is_dir() or p.name in ("result.json", "results.json") for p in folder.iterdir()
                if not p.name.startswith(".")):
         raise VerifyError(f"{folder} holds no student's folder: give the folder `gh teacher download` wrote", "FOLDER")
-    found, details = verdicts(folder, keys, roster, prefix)
+    found, details, notes = verdicts(folder, keys, roster, prefix)
     for name in sorted(found, key=str.lower):
         say(f"{name}: {found[name].cell}")
-    scores.write_lines(out, lines(found, details))
+    for note in notes:
+        say(note)
+    try:
+        scores.write_lines(out, lines(found, details))
+    except OSError as e:
+        raise VerifyError(f"cannot be written ({e.strerror or e}): give a path in a folder you can write", "--out")
     counts = Counter(v.word for v in found.values())
     said = ", ".join(f"{counts[w]} {w}" for w in WORDS if counts[w])
     say(f"{len(found)} student(s): {said}; verified scores: {out} ({time.monotonic() - start:.1f} s)")

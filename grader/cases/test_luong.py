@@ -129,7 +129,7 @@ def test_cuda_matches_cpu(sub, ref):
 @pytest.mark.timeout(900)  # about 25 s on 2 idle cores; generous for busy machines
 @pytest.mark.title("trained by the grader, Luong's model with it translates length-30 sentences")
 def test_trained_by_the_grader_luongs_model_with_it_translates_length_30_sentences(sub, ref, progress):
-    cfg = train.graded()
+    cfg = train.graded("luong")
     verdicts.call(sub.seed_worker, cfg.seed, what="seeding")
     attn = util.build(sub, "LuongDotAttention")
     # Luong's decoder (grader/lab/luong_model.py, the lab's code) around your attention, built in your worker

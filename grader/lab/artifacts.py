@@ -23,8 +23,8 @@ EVAL_MODEL = ("eval_model.pt", train.TrainConfig(embed_dim=16, hidden_dim=32, ba
                                                  betas=(0.9, 0.999), clip=1.0, threads=1))
 # accuracy by source length of the reference and of the no-attention baseline, for the plots
 CURVES = ("curves.json", train.TrainConfig())
-# where the graded training cases start: the trained reference's encoder and attention (train.WARM_PARTS),
-# and the trained Luong model's encoder (train.LUONG_WARM_PARTS)
+# where the graded training cases start: the reference's and Luong's models, every parameter, train.WARM_STEP
+# steps into their runs from scratch (the runs whose test accuracy the curves record)
 WARM = {"bahdanau": "warm_start.pt", "luong": "warm_start_luong.pt"}
 
 
@@ -82,17 +82,26 @@ def build_curves(attn_cls: type[nn.Module], luong_attn_cls: type[nn.Module],
     test = toy.read_split("test")
     curves: dict[str, dict[str, float]] = {}
     out = {}
-    models = (("reference", attn_cls, cfg, "bahdanau", train.WARM_PARTS),
-              ("luong", lambda *a: Seq2SeqLuong(*a, luong_attn_cls()), train.luong(), "luong", train.LUONG_WARM_PARTS),
-              ("baseline", Seq2SeqBaseline, cfg, None, ()))
-    for label, make, run_cfg, warm, parts in models:
+    models = (("reference", attn_cls, cfg, "bahdanau"),
+              ("luong", lambda *a: Seq2SeqLuong(*a, luong_attn_cls()), train.luong(), "luong"),
+              ("baseline", Seq2SeqBaseline, cfg, None))
+    for label, make, run_cfg, warm in models:
         torch.manual_seed(run_cfg.seed)  # as the graded cases seed the student's model
         model = make(len(toy.SRC_ITOS), len(toy.TGT_ITOS), run_cfg.embed_dim, run_cfg.hidden_dim)
-        result = train.train(model, run_cfg)
+        kept: dict[str, bytes] = {}
+
+        def keep(step: int, model=model, kept=kept, warm=warm) -> None:
+            if step == train.WARM_STEP.get(warm or ""):
+                kept["state"] = _state_bytes(model.state_dict())
+
+        result = train.train(model, run_cfg, checkpoint=keep if warm else None)
+        if warm and "state" not in kept:
+            raise RuntimeError(f"{label}'s run stopped after {result.steps} steps, before the warm start's "
+                               f"{train.WARM_STEP[warm]}: lower train.WARM_STEP")
         acc = accuracy_by_length(model, test)
         curves[label] = {str(n): round(a, 4) for n, a in sorted(acc.items())}
         if warm:
-            out.update(_record(WARM[warm], _state_bytes({k: v for k, v in model.state_dict().items() if k.startswith(parts)})))
+            out.update(_record(WARM[warm], kept["state"]))
         if progress:
             progress(f"{label}: {result.steps} steps in {result.seconds:.0f} s, accuracy at 30 words {acc[30]:.3f}")
     return {**out, **_record(name, (json.dumps(curves, indent=1) + "\n").encode())}
@@ -108,8 +117,8 @@ def load_eval_model(model_cls) -> nn.Module:
 
 
 def load_warm_start(kind: str = "bahdanau") -> dict[str, torch.Tensor]:
-    """Where a graded training case starts ("bahdanau": the trained reference's encoder and attention;
-    "luong": the trained Luong model's encoder), checked against the recorded checksum."""
+    """Where a graded training case starts ("bahdanau": the reference, "luong": Luong's model, each train.WARM_STEP
+    steps into its run from scratch), checked against the recorded checksum."""
     return torch.load(io.BytesIO(_verified(WARM[kind])), weights_only=True)
 
 

@@ -18,11 +18,16 @@ from grader import host
 from grader.worker.worker_forkserver import die_with_parent
 
 
-def _warm() -> None:
+def _warm(lean: bool = False) -> None:
     import pytest  # noqa: F401
     import pytest_timeout  # noqa: F401
     import torch
-    import torch._dynamo  # noqa: F401  - the meta device imports it lazily; do it once here
+
+    # A server for training cases alone runs no device case, so its judges never meet the meta device: it spares
+    # the second this import takes. (The workers' server imports it always: a training worker that left it to
+    # torch's lazy import failed inside the jail with FileNotFoundError.)
+    if not lean:
+        import torch._dynamo  # noqa: F401  - the meta device (the stand-in's) imports it lazily; do it once here
 
     from grader.judge import plugin, reference_code, remote, verdicts  # noqa: F401
     from grader import lab
@@ -107,7 +112,7 @@ def _reset_workers() -> None:
         pass
 
 
-def serve(parent: int | None = None) -> None:
+def serve(parent: int | None = None, lean: bool = False) -> None:
     global WORKERS, JUDGE
     import socket
     import subprocess
@@ -122,7 +127,7 @@ def serve(parent: int | None = None) -> None:
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     theirs.close()
     WORKERS = mine.detach()
-    _warm()
+    _warm(lean)
     reply = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # stray prints must never reach the reply channel
     for line in sys.stdin:
@@ -141,4 +146,5 @@ def serve(parent: int | None = None) -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]) if len(sys.argv) > 1 else None)
+    args = [a for a in sys.argv[1:] if a != "--lean"]
+    serve(int(args[0]) if args else None, lean="--lean" in sys.argv[1:])

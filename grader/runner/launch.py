@@ -80,9 +80,11 @@ class Zygote:
     that every Android app forks from); `run` asks it for one judge and waits for it with a deadline. `kill` ends it
     and its judge at once, for a run that stops: then every `run` raises Stopped."""
 
-    def __init__(self) -> None:
-        # the server dies with this process (its argument: whose death to watch for)
-        self.proc = subprocess.Popen(host.python("grader.runner.judge_forkserver", str(os.getpid())),
+    def __init__(self, lean: bool = False) -> None:
+        # the server dies with this process (its argument: whose death to watch for); a lean one serves training
+        # cases alone and leaves out what only the device cases' judges use (torch._dynamo: a second of CPU)
+        self.proc = subprocess.Popen(host.python("grader.runner.judge_forkserver", str(os.getpid()),
+                                                 *(["--lean"] if lean else [])),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      env=child_env(), cwd=tempfile.gettempdir())
         self.buf = b""

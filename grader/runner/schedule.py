@@ -16,6 +16,11 @@ from grader.runner.results import CaseResult, Limits, PieceRun
 from grader.runner.stage import REFUSED
 
 
+# The training pieces, longest first (a Bahdanau step costs 1.25x a Luong step): the first lane's fork servers
+# are warm when training starts, the second lane's may still be warming, so the longer run takes the first.
+LONGEST_FIRST = ("decoder", "luong")
+
+
 class Grading:
     """One submission's grade as it is built: every piece's unit cases first, each piece alone and after the
     pieces whose reference its worker holds (`pieces.run_order`), then the training cases, which may run side
@@ -40,8 +45,9 @@ class Grading:
         self.refused = json.loads((submission / REFUSED).read_text()) if (submission / REFUSED).is_file() else {}
         self.progress, self.training, self.shown = progress, training, threading.Lock()
         self.order = run_order(pieces)
-        self.trains = [p for p in pieces if p not in self.refused_pieces()
-                       and any(c.get("slow") for c in selected(self.expected[p], limits))]
+        self.trains = sorted((p for p in pieces if p not in self.refused_pieces()
+                              and any(c.get("slow") for c in selected(self.expected[p], limits))),
+                             key=lambda p: LONGEST_FIRST.index(p) if p in LONGEST_FIRST else len(LONGEST_FIRST))
         self.done: dict[str, list[PieceRun]] = {p: [] for p in pieces}
 
     def refused_pieces(self) -> set[str]:
@@ -130,10 +136,22 @@ def grade(
         # to keep pieces apart: two lanes for the units too.
         units = trains = [None] * min(2, os.cpu_count() or 1, len(pieces))
     else:
-        own = [Zygote() for _ in range(max(1, min(2, os.cpu_count() or 1, len(job.trains))))]
-        units, trains = own[:1], own  # the training lanes' fork servers warm up meanwhile
+        own = [Zygote()]
+        units, trains = own[:1], own  # trains: the same list, which gains the second lane's zygote below
+    wanted = max(1, min(2, os.cpu_count() or 1, len(job.trains))) if own else 0
+
+    def run_units(piece: str, zyg: Zygote | None) -> None:
+        job.run_units(piece, zyg)
+        # The second training lane's fork servers start once the first piece's judge has run, so they do not
+        # compete with the first server's start (torch imported four times on two cores) but warm up beside
+        # the unit cases, which keep about one core busy.
+        if len(own) < wanted:
+            own.append(Zygote(lean=True))
+
     try:
-        lanes(job.order, units, job.run_units)
+        lanes(job.order, units, run_units)
+        while len(own) < wanted:
+            own.append(Zygote(lean=True))
         lanes(job.trains, trains, job.run_training)
     finally:
         for zyg in own:

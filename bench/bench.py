@@ -191,21 +191,42 @@ def attention_seconds(repeats: int = 5, sentences: int = 20, steps: int = 25) ->
 
 
 def grading(repeats: int) -> dict:
-    """Full `grade` of the reference: wall time, per piece, and the overhead over the cases' own time."""
-    walls, pieces, compute = [], {}, []
+    """Full `grade` of the reference: wall time, per piece, the overhead over the cases' own time, and where the
+    wall time goes: the unit phase (its first piece waits for the first fork servers), then the training phase,
+    and in each training case its steps (as the case's progress reports them) against its decoding and start."""
+    walls, pieces, compute, phases = [], {}, [], []
     for _ in range(repeats):
+        marks: dict[str, float] = {}
+        steps: dict[str, tuple[int, float]] = {}
+        t0 = time.perf_counter()
+
+        def progress(piece: str, finished: bool = False) -> None:
+            marks[f"{piece} {'end' if finished else 'start'}"] = time.perf_counter() - t0
+
+        def training(piece: str, event: dict) -> None:
+            steps[piece] = (int(event["step"]), float(event["seconds"]))
+
         with tempfile.TemporaryDirectory() as tmp:
             sub = stage(ROOT / "reference", Path(tmp))
             t0 = time.perf_counter()
-            runs = grade(submission=sub, pieces=list(PIECES), seed="0", limits=Limits())
+            runs = grade(submission=sub, pieces=list(PIECES), seed="0", limits=Limits(), progress=progress,
+                         training=training)
             walls.append(time.perf_counter() - t0)
         report = as_dict(runs)
         assert report["score"] == report["max_score"], "the reference must earn full marks"
         for p in report["pieces"]:
             pieces.setdefault(p["name"], []).append(p["seconds"])
         compute.append(sum(c["duration"] for p in report["pieces"] for c in p["cases"]))
+        slow = {p["name"]: next(c["duration"] for c in p["cases"] if c["name"].startswith("test_trained"))
+                for p in report["pieces"] if p["name"] in steps}
+        units_end = max(v for k, v in marks.items() if k.endswith(" end") and k.split()[0] not in steps)
+        phases.append({"first piece (first fork servers' start included)": marks[f"{list(PIECES)[0]} end"],
+                       "unit phase": units_end, "training phase": walls[-1] - units_end,
+                       **{f"{k}: {steps[k][0]} steps": steps[k][1] for k in steps},
+                       **{f"{k}: the case less its steps (start, load, decoding)": slow[k] - steps[k][1] for k in steps}})
     return {"wall": statistics.median(walls), "pieces": {k: statistics.median(v) for k, v in pieces.items()},
-            "compute": statistics.median(compute), "overhead": statistics.median(w / c for w, c in zip(walls, compute))}
+            "compute": statistics.median(compute), "overhead": statistics.median(w / c for w, c in zip(walls, compute)),
+            "phases": {k: statistics.median(ph[k] for ph in phases) for k in phases[0]}}
 
 
 def worker_start(n: int = 30) -> dict:
@@ -302,7 +323,8 @@ def main() -> None:
     fl = step_flops(c["mm256_us"])
     figures["step_flops"] = fl
     print(f"\nOne Bahdanau step (B, T_src, T_tgt = {fl['batch']}): {fl['mflop']:.0f} MFLOP, {fl['floor_ms']:.1f} ms at this "
-          f"CPU's 256^3 matmul rate: the floor a step could reach if every FLOP ran at that rate.")
+          f"CPU's 256^3 matmul rate: the floor a step could reach if every FLOP ran at that rate. A measured step "
+          f"({steps['Bahdanau'] * 1000:.1f} ms) is {steps['Bahdanau'] * 1000 / fl['floor_ms']:.1f}x that floor.")
     attn = attention_seconds()
     figures["attention_seconds"] = attn
     print("\n## Attention alone per decoder step, forward + backward (B=32, T_src=25, median of 5 x 500 steps)\n")
@@ -323,6 +345,10 @@ def main() -> None:
     print(table([["piece", "seconds"]] + [[k, f"{v:.1f}"] for k, v in g["pieces"].items()]
                 + [["**total wall**", f"{g['wall']:.1f}"], ["cases' own time", f"{g['compute']:.1f}"],
                    ["overhead (wall / cases)", f"{g['overhead']:.2f}x"]]))
+    print("\nWhere the wall time goes (median; the phases run one after the other, the two training cases side by "
+          "side):\n")
+    print(table([["part", "seconds", "share of the wall"]]
+                + [[k, f"{v:.2f}", f"{v / g['wall']:.0%}"] for k, v in g["phases"].items()]))
     rate = batch_rate()
     figures["batch_per_minute"] = rate
     print(f"\n## Batch regrade, quick mode\n\n{rate:.1f} submissions a minute")

@@ -8,10 +8,14 @@ asking the worker for one forward_step at a time. Only data comes back.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import torch
 
 from grader.runner import layout
 from grader.lab import toy
@@ -182,9 +186,17 @@ def _run(texts: dict[str, str], own: list[str], cfgs: dict[str, train.TrainConfi
             model = _build(sub, name, cfgs[name])
             model.call("__call__", batch.src, batch.src_mask, batch.tgt, grad=False)
             evaluate.greedy(RemoteSeq2Seq(model, len(toy.TGT_ITOS)), batch)
-        # rebuilt from the seed: training starts where the grader's training cases start
-        return {name: _train_and_read(sub, _build(sub, name, cfgs[name]), name, cfgs[name], sentence)
-                for name, sub in subs.items()}
+        # rebuilt from the seed: training starts where the grader's training cases start. The two models train
+        # side by side, each worker on one thread as the graded cases train, so their numbers do not depend on it.
+        models = {name: _build(sub, name, cfgs[name]) for name, sub in subs.items()}
+        torch.set_num_threads(1)  # this process decodes for both at once
+
+        def one(name: str) -> Trained:
+            return _train_and_read(subs[name], models[name], name, cfgs[name], sentence)
+
+        with ThreadPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:
+            done = {name: pool.submit(one, name) for name in subs}
+        return {name: future.result() for name, future in done.items()}
     finally:
         for sub in subs.values():
             sub.close()

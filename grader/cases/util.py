@@ -156,6 +156,9 @@ def trained_copy(model, judge: torch.nn.Module, what: str, layout_hint: str) -> 
     return judge.eval()
 
 
+PROGRESS_STEPS = 50  # training steps between two progress lines (a chunk costs a round trip, not a decode)
+
+
 def graded_training(model, cfg: train.TrainConfig, warm: dict, what: str, layout_hint: str, judge: torch.nn.Module,
                     progress=None) -> float:
     """Load the warm-start parameters into `model` (a worker handle), train it with the trusted schedule
@@ -174,13 +177,18 @@ def graded_training(model, cfg: train.TrainConfig, warm: dict, what: str, layout
     fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
     step = 0
     while step < cfg.max_steps:
-        chunk = min(cfg.eval_every - step % cfg.eval_every, cfg.max_steps - step)
+        # chunks of at most PROGRESS_STEPS, so the display moves; the stop rule decodes at eval_every only
+        chunk = min(cfg.eval_every - step % cfg.eval_every, cfg.max_steps - step, PROGRESS_STEPS)
         done = verdicts.call(model.train_steps, fields, chunk, what=f"training {what}")
         if type(done) is not int or done != step + chunk:  # the loop ends only if the steps are taken
             said = withhold.hide(f"step {str(done)[:20]}", "another step")
             verdicts.fail(f"the training run reported {said} after {step} + {chunk} steps; the lab's "
                         "training loop takes every step it is asked for, so something in the worker changed it.")
         step = done
+        if step % cfg.eval_every and step < cfg.max_steps:
+            if progress:
+                progress(step=step, max_steps=cfg.max_steps, seconds=time.perf_counter() - start)
+            continue
         acc = decoded_accuracy(trained_copy(model, judge, what, layout_hint), valid, what)
         if progress:
             progress(step=step, max_steps=cfg.max_steps, acc=acc[cfg.target_len], seconds=time.perf_counter() - start)

@@ -186,7 +186,7 @@ def _run(texts: dict[str, str], own: list[str], cfgs: dict[str, train.TrainConfi
             model = _build(sub, name, cfgs[name])
             model.call("__call__", batch.src, batch.src_mask, batch.tgt, grad=False)
             evaluate.greedy(RemoteSeq2Seq(model, len(toy.TGT_ITOS)), batch)
-        # rebuilt from the seed: training starts where the grader's training cases start. The two models train
+        # rebuilt from the seed: the plots train from scratch, as the lesson does. The two models train
         # side by side, each worker on one thread as the graded cases train, so their numbers do not depend on it.
         models = {name: _build(sub, name, cfgs[name]) for name, sub in subs.items()}
         torch.set_num_threads(1)  # this process decodes for both at once

@@ -20,8 +20,9 @@ def resolve_seed(seed: str | None) -> str:
 
 
 class TrainingDisplay:
-    """Turns a training case's progress into one line, e.g. "decoder: training step 300/700, validation
-    accuracy at 30 words 0.66, at most 14 s left", written at most every `every` seconds per piece; or,
+    """Turns a training case's progress into one line, e.g. "decoder: training step 50/200, at most 6 s left"
+    (the validation accuracy at 30 words joins it where the case decoded: at its end), written at most every
+    `every` seconds per piece and at the last step; or,
     `short`, into a progress bar's text holding every training piece's latest step."""
 
     def __init__(self, write, every: float = 5.0, short: bool = False) -> None:
@@ -34,14 +35,15 @@ class TrainingDisplay:
         left = (top - step) * seconds / max(step, 1)  # at the rate so far; the stop rule may end it sooner
         with self.lock:
             if self.short:  # a progress bar's text: every training piece at once, the latest of each
-                self.latest[piece] = f"{piece} step {step}/{top}, acc@30 {event['acc']:.2f}, <= {left:.0f} s"
+                acc = f", acc@30 {event['acc']:.2f}" if "acc" in event else ""
+                self.latest[piece] = f"{piece} step {step}/{top}{acc}, <= {left:.0f} s"
                 self.write(" | ".join(self.latest.values()))
                 return
             now = time.monotonic()
-            if now - self.last.get(piece, -1e9) >= self.every:
+            if now - self.last.get(piece, -1e9) >= self.every or step >= top:
                 self.last[piece] = now
-                self.write(f"{piece}: training step {step}/{top}, validation accuracy at 30 words {event['acc']:.2f}, "
-                           f"at most {left:.0f} s left")
+                acc = f", validation accuracy at 30 words {event['acc']:.2f}" if "acc" in event else ""
+                self.write(f"{piece}: training step {step}/{top}{acc}, at most {left:.0f} s left")
 
 
 def left_out(pieces: list[str], limits: Limits) -> tuple[int, int] | None:

@@ -214,13 +214,19 @@ class ProgressWatch:
         for line in complete.splitlines():
             try:
                 event = json.loads(line)
-                self.show({k: float(event[k]) for k in ("step", "max_steps", "acc", "seconds")})
+                shown = {k: float(event[k]) for k in ("step", "max_steps", "seconds")}
+                if "acc" in event:  # only where the case decoded
+                    shown["acc"] = float(event["acc"])
+                self.show(shown)
             except (ValueError, KeyError, TypeError):
                 continue
 
     def stop(self) -> None:
+        """Stop polling, then read once more: the last chunk's line (often the only one) was written after the
+        last poll."""
         self.done.set()
         self.thread.join(timeout=2)
+        self._read()
 
 
 def run_piece(

@@ -75,3 +75,25 @@ def test_a_luong_attention_that_cuts_the_gradient_loses_its_gradient_case_and_is
                                            "test_trained_by_the_grader_luongs_model_with_it_translates_length_30_sentences"]
     assert "Keep the scores, the weights and the context in the graph" in failed[0]["message"]
     assert failed[1]["message"].startswith("not run:")
+
+
+@pytest.mark.slow
+def test_two_full_grades_of_the_same_submission_give_the_same_score_and_the_same_trained_accuracies(lab):
+    import tempfile
+
+    from grader.runner.schedule import grade
+    from grader.runner.stage import stage
+    from grader.runner.summary import as_dict
+
+    sub = lab()
+    seen = []
+    for _ in range(2):
+        heard: dict[str, list] = {}
+        with tempfile.TemporaryDirectory(prefix="attnlab-test-") as tmp:
+            runs = grade(submission=stage(sub, Path(tmp)), pieces=list(PIECES), seed="0", limits=FULL,
+                         training=lambda piece, event: heard.setdefault(piece, []).append((event["step"], event.get("acc"))))
+        report = as_dict(runs)
+        seen.append(([(c["name"], c["passed"], c["points"], c["message"]) for p in report["pieces"] for c in p["cases"]],
+                     heard))
+    assert seen[0][0] == seen[1][0]
+    assert seen[0][1] == seen[1][1] and set(seen[0][1]) == {"decoder", "luong"}  # the validation accuracy, to the bit

@@ -75,7 +75,8 @@ def grading_options(command):
         click.option("--memory-gb", type=float, default=Limits.memory_gb, show_default=True,
                      help="Address-space cap of each piece's process."),
         click.option("--quick", is_flag=True, help="Leave out the two slow training cases (decoder's and luong's, "
-                     "200 steps each, side by side: about 8 s on a 2-core machine): not a grade, a faster check while you work."),
+                     "200 steps each, side by side: about 8 s on a 2-core machine): not a grade, a faster check "
+                     "while you work."),
         click.option("--seal-key-file", default=None, expose_value=False, callback=_seal_key, is_eager=True,
                      help="Read the key of grader/sealed.bin from this file ('-': standard input) instead of "
                           "ATTNLAB_SEAL_KEY; either way no graded code can read it."),

@@ -226,7 +226,8 @@ class ProgressWatch:
         last poll."""
         self.done.set()
         self.thread.join(timeout=2)
-        self._read()
+        if not self.thread.is_alive():  # never two readers of one file position
+            self._read()
 
 
 def run_piece(

@@ -89,7 +89,8 @@ class Slot:
         spent = 0.0
         if self.worker is None or self.worker.dead:
             start = time.monotonic()
-            self.worker = Worker(self.server, self.output, self.memory_gb, self.cpu_seconds)
+            trains = any(name == "train" for name, _ in self.lab)  # the lab's training loop: torch.optim
+            self.worker = Worker(self.server, self.output, self.memory_gb, self.cpu_seconds, trains)
             spent = time.monotonic() - start
             deadline += spent
             self.jail = self.worker.hello(deadline)

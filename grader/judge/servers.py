@@ -35,12 +35,13 @@ class WorkerServer:
         self.ids = itertools.count(int(time.time() * 1000) % 10**9)
         self.buf = b""
 
-    def start(self, memory_gb: float, cpu_seconds: int) -> tuple[int, socket.socket, int | None]:
-        """A new jailed worker: (pid, its channel, the read end of its output pipe)."""
+    def start(self, memory_gb: float, cpu_seconds: int, trains: bool = False) -> tuple[int, socket.socket, int | None]:
+        """A new jailed worker: (pid, its channel, the read end of its output pipe); `trains`: one that will train."""
         chan, theirs = socket.socketpair()
         r, w = os.pipe()
         try:
-            reply = self.ask({"op": "spawn", "memory_gb": memory_gb, "cpu_seconds": cpu_seconds}, [theirs.fileno(), w])
+            reply = self.ask({"op": "spawn", "memory_gb": memory_gb, "cpu_seconds": cpu_seconds, "trains": trains},
+                             [theirs.fileno(), w])
         except BaseException:
             chan.close()
             os.close(r)
@@ -99,7 +100,7 @@ class SpawnedWorkers:
     def __init__(self) -> None:
         self.procs: dict[int, subprocess.Popen] = {}
 
-    def start(self, memory_gb: float, cpu_seconds: int) -> tuple[int, socket.socket, subprocess.Popen]:
+    def start(self, memory_gb: float, cpu_seconds: int, trains: bool = False) -> tuple[int, socket.socket, subprocess.Popen]:
         from grader.childenv import worker_env
 
         token = secrets.token_hex(16)

@@ -46,9 +46,10 @@ class Output:
 class Worker:
     """One jailed worker process: requests go out, plain data comes back before the deadline."""
 
-    def __init__(self, server: WorkerServer | SpawnedWorkers, output: Output, memory_gb: float, cpu_seconds: int) -> None:
+    def __init__(self, server: WorkerServer | SpawnedWorkers, output: Output, memory_gb: float, cpu_seconds: int,
+                 trains: bool = False) -> None:
         self.server, self.output = server, output
-        self.pid, self.chan, out = server.start(memory_gb, cpu_seconds)
+        self.pid, self.chan, out = server.start(memory_gb, cpu_seconds, trains)
         self.fd = self.chan
         self.out: int | None = out if isinstance(out, int) else None
         self.reader: threading.Thread | None = None

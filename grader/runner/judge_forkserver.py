@@ -23,11 +23,11 @@ def _warm(lean: bool = False) -> None:
     import pytest_timeout  # noqa: F401
     import torch
 
-    # A server for training cases alone runs no device case, so its judges never meet the meta device: it spares
-    # the second this import takes. (The workers' server imports it always: a training worker that left it to
-    # torch's lazy import failed inside the jail with FileNotFoundError.)
+    # The judges compare tensors with torch.testing.assert_close (verdicts.is_close), whose first call imports what
+    # it needs (torch 2.13: DTensor's modules, half a second); a server for training cases alone makes no such
+    # comparison. Nothing a judge does needs torch._dynamo (the stand-in device's mode runs in the workers).
     if not lean:
-        import torch._dynamo  # noqa: F401  - the meta device (the stand-in's) imports it lazily; do it once here
+        torch.testing.assert_close(torch.zeros(1), torch.zeros(1))
 
     from grader.judge import plugin, reference_code, remote, verdicts  # noqa: F401
     from grader import lab
@@ -123,7 +123,11 @@ def serve(parent: int | None = None, lean: bool = False) -> None:
     mine, theirs = socket.socketpair()  # started before _warm(): its memory never held a case
     from grader.childenv import worker_env
 
-    subprocess.Popen(host.python("grader.worker.worker_forkserver", str(theirs.fileno()), str(os.getpid())), pass_fds=(theirs.fileno(),), env=worker_env(),
+    # a server for training cases alone (lean) has its workers' server ready the training imports at once, beside
+    # the other lane's unit cases; the first lane's leaves them to its first training worker, after its units
+    units_first = [] if lean else ["--units-first"]
+    subprocess.Popen(host.python("grader.worker.worker_forkserver", str(theirs.fileno()), str(os.getpid()), *units_first),
+                     pass_fds=(theirs.fileno(),), env=worker_env(),
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     theirs.close()
     WORKERS = mine.detach()

@@ -82,7 +82,8 @@ class Zygote:
 
     def __init__(self, lean: bool = False) -> None:
         # the server dies with this process (its argument: whose death to watch for); a lean one serves training
-        # cases alone and leaves out what only the device cases' judges use (torch._dynamo: a second of CPU)
+        # cases alone, so its workers' server readies what training needs (torch._dynamo: a second of CPU) at once,
+        # where any other leaves that to its first training worker
         self.proc = subprocess.Popen(host.python("grader.runner.judge_forkserver", str(os.getpid()),
                                                  *(["--lean"] if lean else [])),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,

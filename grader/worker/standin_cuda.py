@@ -293,3 +293,11 @@ def call(fn, args: list, kwargs: dict, grad: bool = True) -> tuple[object, objec
     with StandIn(), torch.set_grad_enabled(grad):
         out = fn(*args, **kwargs)
     return report(out)
+
+
+# torch wraps a dispatch mode's __torch_dispatch__ so that torch.compile never traces into it, and that wrapper
+# imports torch._dynamo (about a second of CPU) at its first call; nothing here is compiled, so the wrapper may call
+# the method as it is, and the servers that fork judges and workers need not import torch._dynamo at all
+_raw = getattr(StandIn.__torch_dispatch__, "__wrapped__", None)
+if _raw is not None:
+    _raw.__dynamo_disable = _raw

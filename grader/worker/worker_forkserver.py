@@ -5,7 +5,7 @@ anything private, so no hidden case, reference or key was ever in its memory to 
 arrive on FD as one JSON line with two descriptors attached (the worker's socket and the write end
 of its output pipe); the answer is one JSON line.
 
-  {"id", "op": "spawn", "memory_gb", "cpu_seconds"} -> {"id", "pid", "jail": [layers missing]}
+  {"id", "op": "spawn", "memory_gb", "cpu_seconds", "trains"} -> {"id", "pid", "jail": [layers missing]}
   {"id", "op": "wait", "pid", "grace"}             -> {"id", "status"}  (killed if not gone after grace s)
   {"id", "op": "reset"}                            -> {"id"}  (kills every worker still alive)
 """
@@ -19,10 +19,13 @@ import sys
 import time
 
 
-def _warm() -> list[str]:
-    """Import what workers use, then list the paths a worker may read (never the lab's own folders)."""
+def _warm(trains: bool = True) -> list[str]:
+    """Import what workers use, then list the paths a worker may read (never the lab's own folders). `trains`:
+    also what a worker that trains needs (optim_ready), now rather than at the first such worker's spawn."""
     import torch
-    import torch._dynamo  # noqa: F401 - the meta device imports it lazily
+
+    if trains:
+        optim_ready()
     import torch.nn.functional  # noqa: F401
     import torch.utils._python_dispatch  # noqa: F401
 
@@ -43,6 +46,13 @@ def _warm() -> list[str]:
     # at its first operation: one here, before any fork, so that a worker needs neither (readable_paths)
     torch.zeros(2).sum()
     return readable_paths(ROOT)
+
+
+def optim_ready() -> None:
+    """torch.optim's optimizers import torch._dynamo at their first call (about a second of CPU), which a jailed
+    worker cannot do (it fails with FileNotFoundError): a server imports it once, before it forks the first worker
+    that trains. Workers that do not train need it nowhere (the stand-in device's mode calls its dispatch as it is)."""
+    import torch._dynamo  # noqa: F401
 
 
 def readable_paths(root) -> list[str]:
@@ -145,11 +155,13 @@ def _spawn(req: dict, fds: list[int], readable: list[str]) -> int:
         os._exit(3)
 
 
-def serve(control: int, parent: int | None = None) -> None:
+def serve(control: int, parent: int | None = None, trains: bool = True) -> None:
+    """Serve spawn requests on `control`; `trains`: ready the training workers' imports at once (a server whose
+    first workers run unit cases leaves that to its first training worker's spawn)."""
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _stopped)
     die_with_parent(os.getppid() if parent is None else parent, signal.SIGTERM)
-    readable = _warm()
+    readable = _warm(trains)
     from grader.worker.jail import sweep_cgroups
 
     sweep_cgroups()  # what servers killed with their judges left
@@ -169,6 +181,8 @@ def serve(control: int, parent: int | None = None) -> None:
             req = json.loads(line)
             reply = {"id": req.get("id")}
             if req["op"] == "spawn":
+                if req.get("trains"):
+                    optim_ready()
                 try:
                     pid = _spawn(req, fds, readable)
                     live.add(pid)
@@ -235,4 +249,5 @@ if __name__ == "__main__":
     if sys.argv[1] == "--connect":
         serve_one(int(sys.argv[2]))
     else:
-        serve(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else None)
+        args = [a for a in sys.argv[1:] if a != "--units-first"]
+        serve(int(args[0]), int(args[1]) if len(args) > 1 else None, trains="--units-first" not in sys.argv[1:])

@@ -100,7 +100,8 @@ class SpawnedWorkers:
     def __init__(self) -> None:
         self.procs: dict[int, subprocess.Popen] = {}
 
-    def start(self, memory_gb: float, cpu_seconds: int, trains: bool = False) -> tuple[int, socket.socket, subprocess.Popen]:
+    def start(self, memory_gb: float, cpu_seconds: int,
+              trains: bool = False) -> tuple[int, socket.socket, subprocess.Popen]:
         from grader.childenv import worker_env
 
         token = secrets.token_hex(16)

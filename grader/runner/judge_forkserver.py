@@ -126,7 +126,8 @@ def serve(parent: int | None = None, lean: bool = False) -> None:
     # a server for training cases alone (lean) has its workers' server ready the training imports at once, beside
     # the other lane's unit cases; the first lane's leaves them to its first training worker, after its units
     units_first = [] if lean else ["--units-first"]
-    subprocess.Popen(host.python("grader.worker.worker_forkserver", str(theirs.fileno()), str(os.getpid()), *units_first),
+    subprocess.Popen(host.python("grader.worker.worker_forkserver", str(theirs.fileno()), str(os.getpid()),
+                                 *units_first),
                      pass_fds=(theirs.fileno(),), env=worker_env(),
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     theirs.close()

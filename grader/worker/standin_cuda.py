@@ -297,7 +297,7 @@ def call(fn, args: list, kwargs: dict, grad: bool = True) -> tuple[object, objec
 
 # torch wraps a dispatch mode's __torch_dispatch__ so that torch.compile never traces into it, and that wrapper
 # imports torch._dynamo (about a second of CPU) at its first call; nothing here is compiled, so the wrapper may call
-# the method as it is, and the servers that fork judges and workers need not import torch._dynamo at all
+# the method as it is, and a worker that does not train needs no torch._dynamo (worker_forkserver.optim_ready)
 _raw = getattr(StandIn.__torch_dispatch__, "__wrapped__", None)
 if _raw is not None:
     _raw.__dynamo_disable = _raw

@@ -91,9 +91,10 @@ def test_two_full_grades_of_the_same_submission_give_the_same_score_and_the_same
         heard: dict[str, list] = {}
         with tempfile.TemporaryDirectory(prefix="attnlab-test-") as tmp:
             runs = grade(submission=stage(sub, Path(tmp)), pieces=list(PIECES), seed="0", limits=FULL,
-                         training=lambda piece, event: heard.setdefault(piece, []).append((event["step"], event.get("acc"))))
+                         training=lambda piece, event: heard.setdefault(piece, []).append(
+                             (event["step"], event.get("acc"))))
         report = as_dict(runs)
-        seen.append(([(c["name"], c["passed"], c["points"], c["message"]) for p in report["pieces"] for c in p["cases"]],
-                     heard))
+        cases = [(c["name"], c["passed"], c["points"], c["message"]) for p in report["pieces"] for c in p["cases"]]
+        seen.append((cases, heard))
     assert seen[0][0] == seen[1][0]
     assert seen[0][1] == seen[1][1] and set(seen[0][1]) == {"decoder", "luong"}  # the validation accuracy, to the bit

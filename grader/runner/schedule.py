@@ -167,8 +167,9 @@ def lanes(order: list, zygotes: list, one) -> None:
     todo = iter(order)
     take = threading.Lock()
     errors: list[BaseException] = []
+    zygotes = zygotes or [None]
     # the first items are dealt before any lane starts, so which lane runs which is the same every run
-    first = [next(todo, None) for _ in zygotes]
+    dealt = [(zyg, next(todo, None)) for zyg in zygotes]
 
     def lane(zyg, item) -> None:
         try:
@@ -179,10 +180,10 @@ def lanes(order: list, zygotes: list, one) -> None:
         except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread below
             errors.append(e)
 
-    if len(zygotes) <= 1:
-        lane(zygotes[0] if zygotes else None, first[0] if first else next(todo, None))
+    if len(dealt) == 1:
+        lane(*dealt[0])
     else:
-        threads = [threading.Thread(target=lane, args=(z, item), daemon=True) for z, item in zip(zygotes, first)]
+        threads = [threading.Thread(target=lane, args=pair, daemon=True) for pair in dealt]
         for t in threads:
             t.start()
         for t in threads:

@@ -26,6 +26,7 @@ class Piece:
     lab: tuple[str, ...] = ()
     stubbed: bool = False  # its worker gets the stubs of the modules it imports, not the reference's
     plots: tuple[str, ...] = ()  # the models `grade --plots` trains that are built from its module
+    timed: bool = False  # its unit cases time the student's code: no other piece runs beside them
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "module", self.module or self.name)
@@ -66,7 +67,8 @@ PIECES: dict[str, Piece] = {
               plots=("Bahdanau",)),
         Piece("additive", "BahdanauAttention.forward: masked additive scores and alpha",
               lesson=("additive.md", "additive-worked.ipy", "masking.md"), plots=("Bahdanau",)),
-        Piece("context", "attention_context: the alpha-weighted sum as one bmm", plots=("Bahdanau", "Luong")),
+        Piece("context", "attention_context: the alpha-weighted sum as one bmm", plots=("Bahdanau", "Luong"),
+              timed=True),  # its no-loop case
         Piece("luong", "LuongDotAttention.forward: scaled dot-product attention",
               lab=("toy", "train", "baseline", "luong_model"), plots=("Luong",)),  # its training case: Luong's decoder
         Piece("decoder", "AttnDecoder.forward_step and Seq2SeqAttn.forward", lab=("toy", "train"),
@@ -75,6 +77,22 @@ PIECES: dict[str, Piece] = {
     )
 }
 MODULES = [p.module for p in PIECES.values()]
+
+
+def holds(name: str) -> list[str]:
+    """The pieces whose reference a unit-case worker of `name` holds: those its module imports, directly or not,
+    where it gets their reference (the evaluation piece gets their stubs, which hold no answer)."""
+    if PIECES[name].stubbed:
+        return []
+    by_module = {p.module: p.name for p in PIECES.values()}
+    found: list[str] = []
+    todo = [name]
+    while todo:
+        for module in PIECES[todo.pop()].imported:
+            if by_module[module] not in found:
+                found.append(by_module[module])
+                todo.append(by_module[module])
+    return found
 
 
 def run_order(names: list[str]) -> list[str]:

@@ -18,17 +18,13 @@ from grader import host
 from grader.worker.worker_forkserver import die_with_parent
 
 
-def _warm(lean: bool = False) -> None:
+def _warm() -> None:
     import pytest  # noqa: F401
     import pytest_timeout  # noqa: F401
     import torch
 
-    # The judges compare tensors with torch.testing.assert_close (verdicts.is_close), whose first call imports what
-    # it needs (torch 2.13: DTensor's modules, half a second); a server for training cases alone makes no such
-    # comparison. Nothing a judge does needs torch._dynamo (the stand-in device's mode runs in the workers).
-    if not lean:
-        torch.testing.assert_close(torch.zeros(1), torch.zeros(1))
-
+    # Nothing a judge does needs torch._dynamo (the stand-in device's mode runs in the workers), nor
+    # torch.testing.assert_close's DTensor import (verdicts.is_close compares without it).
     from grader.judge import plugin, reference_code, remote, verdicts  # noqa: F401
     from grader import lab
     from grader.lab import artifacts, toy, train  # noqa: F401
@@ -112,8 +108,9 @@ def _reset_workers() -> None:
         pass
 
 
-def serve(parent: int | None = None, lean: bool = False) -> None:
-    global WORKERS, JUDGE
+def serve(parent: int | None = None, twin: int | None = None) -> None:
+    """Serve the parent's requests on standard input; `twin`: the descriptor a twin of this server would serve."""
+    global WORKERS
     import socket
     import subprocess
 
@@ -123,23 +120,36 @@ def serve(parent: int | None = None, lean: bool = False) -> None:
     mine, theirs = socket.socketpair()  # started before _warm(): its memory never held a case
     from grader.childenv import worker_env
 
-    # a server for training cases alone (lean) has its workers' server ready the training imports at once, beside
-    # the other lane's unit cases; the first lane's leaves them to its first training worker, after its units
-    units_first = [] if lean else ["--units-first"]
+    # its first workers run unit cases: what training needs (torch._dynamo) waits for the first training worker
     subprocess.Popen(host.python("grader.worker.worker_forkserver", str(theirs.fileno()), str(os.getpid()),
-                                 *units_first),
+                                 "--units-first"),
                      pass_fds=(theirs.fileno(),), env=worker_env(),
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     theirs.close()
     WORKERS = mine.detach()
-    _warm(lean)
+    _warm()
     reply = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # stray prints must never reach the reply channel
-    for line in sys.stdin:
+    _loop(sys.stdin, reply, twin)
+
+
+def _loop(requests, reply, twin: int | None, control: int | None = None) -> None:
+    """Fork a judge per request and wait for it; `control`: the descriptor the requests come on, where it is not
+    standard input (a twin's), which no judge keeps."""
+    global JUDGE
+    for line in requests:
         req = json.loads(line)
+        if req.get("op") == "twin":
+            pid = _twin(twin, bool(req.get("trains")), reply) if twin is not None else None
+            reply.write(json.dumps({"pid": pid}) + "\n")
+            twin = None  # one descriptor, one twin
+            continue
         server = os.getpid()
         pid = os.fork()
         if pid == 0:
+            for fd in (twin, control):
+                if fd is not None:
+                    os.close(fd)
             _child(req, server)
         JUDGE = pid
         reply.write(json.dumps({"pid": pid}) + "\n")
@@ -150,6 +160,41 @@ def serve(parent: int | None = None, lean: bool = False) -> None:
         reply.write(json.dumps({"pid": pid, "status": code}) + "\n")
 
 
+def _twin(fd: int, trains: bool, reply) -> int:
+    """Fork a second server (a lane of its own) that serves `fd`, with a workers' server forked from this one's:
+    no second interpreter imports torch. In the parent: the twin's pid; the twin dies with this server."""
+    global WORKERS
+    import socket
+
+    from grader.judge.servers import WorkerServer
+
+    mine, theirs = socket.socketpair()
+    try:
+        WorkerServer(os.dup(WORKERS)).ask({"op": "twin", "trains": trains}, [theirs.fileno()], timeout=30)
+    finally:
+        theirs.close()
+    server = os.getpid()
+    pid = os.fork()
+    if pid:
+        mine.close()
+        os.close(fd)
+        return pid
+    try:
+        die_with_parent(server, signal.SIGTERM)
+        os.close(WORKERS)
+        WORKERS = mine.detach()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)  # the parent's requests are the parent's (and 0 stays taken: a judge's dup2 targets it)
+        os.close(null)
+        reply.close()  # the parent's channel is the parent's: its end of file must not wait for this process
+        # read and written as standard input and output are (a socket's makefile() would not flush a line)
+        _loop(os.fdopen(fd, "r", closefd=False), os.fdopen(fd, "w", buffering=1, closefd=False), None, fd)
+        os._exit(0)
+    except BaseException:  # noqa: BLE001 - a twin must never fall back into its parent's loop
+        os._exit(3)
+
+
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if a != "--lean"]
-    serve(int(args[0]) if args else None, lean="--lean" in sys.argv[1:])
+    twin = sys.argv[sys.argv.index("--twin") + 1] if "--twin" in sys.argv else None
+    args = [a for a in sys.argv[1:] if a not in ("--twin", twin)]
+    serve(int(args[0]) if args else None, int(twin) if twin is not None else None)

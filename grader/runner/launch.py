@@ -13,6 +13,7 @@ import os
 import secrets
 import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -80,22 +81,47 @@ class Zygote:
     that every Android app forks from); `run` asks it for one judge and waits for it with a deadline. `kill` ends it
     and its judge at once, for a run that stops: then every `run` raises Stopped."""
 
-    def __init__(self, lean: bool = False) -> None:
-        # the server dies with this process (its argument: whose death to watch for); a lean one serves training
-        # cases alone, so its workers' server readies what training needs (torch._dynamo: a second of CPU) at once,
-        # where any other leaves that to its first training worker
+    def __init__(self) -> None:
+        # the server dies with this process (its argument: whose death to watch for); `spare` is the channel of
+        # the twin it may fork for a second lane (twin())
+        spare, self.spare = socket.socketpair()
         self.proc = subprocess.Popen(host.python("grader.runner.judge_forkserver", str(os.getpid()),
-                                                 *(["--lean"] if lean else [])),
+                                                 "--twin", str(spare.fileno())),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     env=child_env(), cwd=tempfile.gettempdir())
+                                     pass_fds=(spare.fileno(),), env=child_env(), cwd=tempfile.gettempdir())
+        spare.close()
         self.buf = b""
         self.stopped = False
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def twin(self, trains: bool = False) -> Twin | None:
+        """A second lane: a judges' server forked from this one once it is ready, with a workers' server forked
+        from this one's (`trains`: which imports what training needs at once), so no second interpreter imports
+        torch. None where this server cannot make one (it died, or made one already)."""
+        channel, self.spare = self.spare, None
+        if channel is None or not self.alive():
+            return None
+        try:
+            self._send({"op": "twin", "trains": trains})
+            reply = self._line(time.monotonic() + 120)
+        except (EOFError, OSError, ValueError):
+            reply = None
+        if not reply or not reply.get("pid"):
+            channel.close()
+            return None
+        return Twin(channel, reply["pid"])
+
+    def _send(self, req: dict) -> None:
+        self.proc.stdin.write((json.dumps(req) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def _fd(self) -> int:
+        return self.proc.stdout.fileno()
+
     def _line(self, deadline: float | None) -> dict | None:
-        fd = self.proc.stdout.fileno()
+        fd = self._fd()
         while b"\n" not in self.buf:
             wait = None if deadline is None else max(0.0, deadline - time.monotonic())
             ready, _, _ = select.select([fd], [], [], wait)
@@ -129,9 +155,7 @@ class Zygote:
             return False
 
     def _run(self, argv: list[str], cwd: str, key: str, output: Path, limits: Limits) -> tuple[int, str]:
-        req = {"argv": argv, "cwd": cwd, "key": key, "output": str(output), "memory_gb": limits.memory_gb}
-        self.proc.stdin.write((json.dumps(req) + "\n").encode())
-        self.proc.stdin.flush()
+        self._send({"argv": argv, "cwd": cwd, "key": key, "output": str(output), "memory_gb": limits.memory_gb})
         pid = self._line(time.monotonic() + 60)["pid"]
         done = self._line(time.monotonic() + limits.piece_timeout)
         if done is not None:
@@ -152,12 +176,60 @@ class Zygote:
             pass
 
     def close(self) -> None:
+        if self.spare is not None:
+            self.spare.close()
         if self.alive():
             self.proc.stdin.close()
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+
+
+class Twin(Zygote):
+    """A zygote's twin (Zygote.twin): the same requests and answers on a socket of its own. It is not this
+    process's child, so its end shows as the socket's end of file; it dies with the server it was forked from."""
+
+    def __init__(self, channel: socket.socket, pid: int) -> None:
+        self.channel, self.pid, self.spare = channel, pid, None
+        self.buf = b""
+        self.stopped = self.gone = False
+
+    def alive(self) -> bool:
+        return not self.gone
+
+    def twin(self, trains: bool = False) -> None:
+        return None
+
+    def signalled(self) -> bool:
+        return False  # a whole process group stopped reaches the server it was forked from, whose run says so
+
+    def _send(self, req: dict) -> None:
+        try:
+            self.channel.sendall((json.dumps(req) + "\n").encode())
+        except OSError:
+            self.gone = True
+            raise
+
+    def _fd(self) -> int:
+        return self.channel.fileno()
+
+    def _line(self, deadline: float | None) -> dict | None:
+        try:
+            return super()._line(deadline)
+        except EOFError:
+            self.gone = True
+            raise
+
+    def kill(self) -> None:
+        self.stopped = True
+        try:
+            os.kill(self.pid, signal.SIGKILL)  # its judge dies with it; its workers' server at its socket's end
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.channel.close()  # its end of file: the twin ends, and its workers' server after it
 
 
 def key_pipe(key: str) -> int:

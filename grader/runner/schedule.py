@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 from grader.host import FORK_SERVERS, StartError
-from grader.pieces import PIECES, run_order
+from grader.pieces import PIECES, holds, run_order
 from grader.runner import layout, manifest, report
 from grader.runner.launch import Zygote, run_piece, selected
 from grader.runner.results import CaseResult, Limits, PieceRun
@@ -18,19 +18,20 @@ from grader.runner.stage import REFUSED
 
 # The training pieces in the order the lanes take them: the decoder's on the first lane, whose workers' server
 # imports what training needs (torch._dynamo, about a second) at that case's start, Luong's, whose steps cost
-# about 1.2x the decoder's, on the second, whose servers were made for training and are ready when it starts.
+# about 1.2x the decoder's, on the second (the twin), whose workers' server imported it beside the timed piece.
 LANE_ORDER = ("decoder", "luong")
 
 
 class Grading:
-    """One submission's grade as it is built: every piece's unit cases first, each piece alone and after the
-    pieces whose reference its worker holds (`pieces.run_order`), then the training cases, which may run side
-    by side (with each other, or a batch's other students') and only once the unit cases they `need` passed.
+    """One submission's grade as it is built: every piece's unit cases first, each piece after the pieces whose
+    reference its worker holds have ended (`pieces.holds`), two pieces at a time but the timed one alone, then
+    the training cases, which may run side by side (with each other, or a batch's other students') and only once
+    the unit cases they `need` passed.
 
     Two workers that run at once, or one after another, can pass data through state the machine keeps (the
     page cache: see docs/threat-model.md). So no unit run may meet a worker that holds its piece's
-    answer, and a training case, the one thing that runs beside another piece, earns nothing its piece's
-    own code did not already show alone.
+    answer, and a training case, which holds the lab's training code, earns nothing its piece's own code did
+    not already show in its unit run.
     """
 
     def __init__(self, *, submission: Path, pieces: list[str], seed: str, limits: Limits,
@@ -121,65 +122,91 @@ def grade(
 ) -> list[PieceRun]:
     """Grade `pieces` of `submission`; the score is computed here, from the manifest and signed records.
 
-    With a zygote given everything runs one after another on it; otherwise the unit cases run one piece at a
-    time, then the training cases side by side on up to two zygotes (each worker trains on one thread, so the
-    numbers match a one-at-a-time run), and a grade takes about as long as its longest training case plus the
-    unit cases. progress(piece) hears of each piece as it starts and progress(piece, finished=True) as it
-    ends; training(piece, event) hears of a training case's chunks.
+    With a zygote given everything runs one after another on it; otherwise on two lanes: a zygote and its twin
+    (Zygote.twin), forked from it once it is ready. The unit cases run as `unit_lanes` allows, then the training
+    cases side by side (each worker trains on one thread, so the numbers match a one-at-a-time run).
+    progress(piece) hears of each piece as it starts and progress(piece, finished=True) as it ends; training(piece,
+    event) hears of a training case's chunks.
     """
     job = Grading(submission=submission, pieces=pieces, seed=seed, limits=limits, reference=reference,
                   progress=progress, training=training)
     own: list[Zygote] = []
     if zygote is not None:
-        units = trains = [zygote]
+        zygotes = [zygote]
     elif not FORK_SERVERS:
         # Without fork every judge and worker is a fresh interpreter whose start dominates, and there is no jail
-        # to keep pieces apart: two lanes for the units too.
-        units = trains = [None] * min(2, os.cpu_count() or 1, len(pieces))
+        # to keep pieces apart: two lanes, each a fresh interpreter per piece.
+        zygotes = [None] * min(2, os.cpu_count() or 1, len(pieces))
     else:
         own = [Zygote()]
-        units, trains = own[:1], own  # trains: the same list, which gains the second lane's zygote below
-    wanted = max(1, min(2, os.cpu_count() or 1, len(job.trains))) if own else 0
-
-    def run_units(piece: str, zyg: Zygote | None) -> None:
-        job.run_units(piece, zyg)
-        # The second training lane's fork servers start once the first piece's judge has run, so they do not
-        # compete with the first server's start (torch imported four times on two cores) but warm up beside
-        # the unit cases, which keep about one core busy.
-        if len(own) < wanted:
-            own.append(Zygote(lean=True))
-
+        if min(2, os.cpu_count() or 1, len(pieces)) > 1:
+            # the second lane's workers' server imports what training needs at once, beside the first lane's
+            # timed piece; the first lane's, at its first training worker (the decoder's, the shorter case)
+            own += filter(None, [own[0].twin(trains=bool(job.trains))])
+        zygotes = own
     try:
-        lanes(job.order, units, run_units)
-        while len(own) < wanted:
-            own.append(Zygote(lean=True))
-        lanes(job.trains, trains, job.run_training)
+        lanes(unit_order(job.order), zygotes, job.run_units, waits=lambda p: [h for h in holds(p) if h in job.order],
+              alone=lambda p: PIECES[p].timed)
+        lanes(job.trains, zygotes, job.run_training)
     finally:
-        for zyg in own:
+        for zyg in reversed(own):  # the twin first: it dies with the server it was forked from
             zyg.close()
     return job.runs()
 
 
-def lanes(order: list, zygotes: list, one) -> None:
+def unit_order(order: list[str]) -> list[str]:
+    """The order the unit runs are offered to the lanes: a timed piece that waits for none first (it runs alone, so
+    it goes while the other lane has nothing else it could run), then `order`."""
+    first = [p for p in order if PIECES[p].timed and not holds(p)]
+    return first + [p for p in order if p not in first]
+
+
+def lanes(order: list, zygotes: list, one, waits=lambda item: [], alone=lambda item: False) -> None:
     """Call one(item, zygote) for each item of `order` on one lane per zygote (None: a fresh interpreter per
-    piece): lane k starts with item k, then each lane takes the next item left; an error in a lane is raised here
-    once every lane has stopped."""
-    todo = iter(order)
-    take = threading.Lock()
+    piece). A lane takes the first item left whose `waits(item)` are done, never one that is `alone` beside
+    another, nor any beside one that is; the lanes' first items are dealt before they start, so which lane runs
+    which is the same every run. An error in a lane is raised here once every lane has stopped.
+
+    Units: a piece waits for the pieces whose reference its worker holds (`pieces.holds`), so no worker that holds
+    a piece's answer exists before that piece's unit run has ended (docs/threat-model.md), as one after another."""
+    todo, running, done = list(order), set(), set()
     errors: list[BaseException] = []
+    turn = threading.Condition()
     zygotes = zygotes or [None]
-    # the first items are dealt before any lane starts, so which lane runs which is the same every run
-    dealt = [(zyg, next(todo, None)) for zyg in zygotes]
+
+    def take():  # under `turn`
+        for item in todo:
+            if all(w in done for w in waits(item)) and (
+                    not running if alone(item) else not any(alone(r) for r in running)):
+                todo.remove(item)
+                running.add(item)
+                return item
+        return None
 
     def lane(zyg, item) -> None:
-        try:
-            while not errors and item is not None:
+        while True:
+            with turn:
+                while item is None:
+                    if errors or not todo:
+                        return
+                    item = take()
+                    if item is None:
+                        turn.wait()
+            try:
                 one(item, zyg)
-                with take:
-                    item = next(todo, None)
-        except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread below
-            errors.append(e)
+            except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread below
+                with turn:
+                    errors.append(e)
+                    turn.notify_all()
+                return
+            with turn:
+                running.discard(item)
+                done.add(item)
+                item = None
+                turn.notify_all()
 
+    with turn:
+        dealt = [(zyg, take()) for zyg in zygotes]
     if len(dealt) == 1:
         lane(*dealt[0])
     else:

@@ -8,6 +8,10 @@ of its output pipe); the answer is one JSON line.
   {"id", "op": "spawn", "memory_gb", "cpu_seconds", "trains"} -> {"id", "pid", "jail": [layers missing]}
   {"id", "op": "wait", "pid", "grace"}             -> {"id", "status"}  (killed if not gone after grace s)
   {"id", "op": "reset"}                            -> {"id"}  (kills every worker still alive)
+  {"id", "op": "twin", "trains"} + a socket        -> {"id", "pid"}  (a copy of this server, serving that socket)
+
+A twin (grader.runner.judge_forkserver's, for a second lane) is forked from this server, not started: it holds
+what this one imported and nothing more, and costs no second import of torch.
 """
 from __future__ import annotations
 
@@ -165,7 +169,28 @@ def serve(control: int, parent: int | None = None, trains: bool = True) -> None:
     from grader.worker.jail import sweep_cgroups
 
     sweep_cgroups()  # what servers killed with their judges left
-    sock = socket.socket(fileno=control)
+    _loop(socket.socket(fileno=control), readable)
+
+
+def _twin(fd: int, trains: bool, old: socket.socket, readable: list[str]) -> int:
+    """Fork a copy of this server that serves `fd` (in the parent: its pid); it dies with this one."""
+    server = os.getpid()
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        old.close()
+        LIVE.clear()  # this server's workers stay this server's
+        die_with_parent(server, signal.SIGTERM)
+        if trains:
+            optim_ready()
+        _loop(socket.socket(fileno=fd), readable)
+        os._exit(0)
+    except BaseException:  # noqa: BLE001 - a twin must never fall back into its parent's loop
+        os._exit(3)
+
+
+def _loop(sock: socket.socket, readable: list[str]) -> None:
     live = LIVE
     buf = b""
     while True:
@@ -196,6 +221,8 @@ def serve(control: int, parent: int | None = None, trains: bool = True) -> None:
                 for pid in live:
                     _wait(pid, 0.0)
                 live.clear()
+            elif req["op"] == "twin" and fds:
+                reply["pid"] = _twin(fds[0], bool(req.get("trains")), sock, readable)
             for fd in fds:
                 os.close(fd)
             fds = []

@@ -1,9 +1,9 @@
 """Red team, round two, what a channel between workers could still carry: the schedule leaves it nothing to earn.
 
 State the machine keeps (the page cache) outlives a worker and is shared by workers that run at once. So every
-piece's unit cases run alone, each piece after the pieces whose reference its worker holds; the training
-cases, the only runs beside another piece's (or another student's), run only once the unit cases they need
-passed alone; and a unit run holds no lab training code. The fast tests replace the runs by a log of them.
+piece's unit cases start only once the pieces whose reference its worker holds have ended, two pieces at a time
+(the timed one alone); the training cases run only once the unit cases they need passed; and a unit run holds
+no lab training code. The fast tests replace the runs by a log of them.
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ class Log:
     def __init__(self, fail: set[str] = frozenset()) -> None:
         self.fail, self.events, self.running, self.lock = set(fail), [], set(), threading.Lock()
         self.overlaps: list[tuple[tuple, tuple]] = []
+        self.timeline: list[tuple[str, tuple]] = []  # ("start" | "end", run), in the order they happened
 
     def __call__(self, piece, expected, submission, ref, seed, limits, zygote, cases, on_progress=None, part="all"):
         me = (submission.name, piece, part)
@@ -39,19 +40,21 @@ class Log:
             self.overlaps += [(me, other) for other in self.running]
             self.running.add(me)
             self.events.append(me)
+            self.timeline.append(("start", me))
         time.sleep(0.02)
         with self.lock:
             self.running.discard(me)
+            self.timeline.append(("end", me))
         chosen = selected(expected, limits, part)
         return PieceRun(piece, [CaseResult(c["case"], c["points"], c["case"] not in self.fail, "") for c in chosen])
 
 
 class NoZygote:
-    def __init__(self, lean: bool = False) -> None:
-        self.lean = lean  # a server for training cases alone (schedule's second lane)
-
     def alive(self) -> bool:
         return True
+
+    def twin(self, trains: bool = False) -> NoZygote:
+        return NoZygote()
 
     def close(self) -> None:
         pass
@@ -87,16 +90,27 @@ def test_every_piece_runs_after_the_pieces_whose_reference_its_worker_holds():
     assert order.index("context") < order.index("additive") < order.index("decoder")
 
 
-def test_a_grade_runs_unit_cases_alone_and_only_training_side_by_side(log, tmp_path):
+def test_a_grade_starts_no_unit_run_before_the_pieces_its_worker_holds_have_ended_and_times_one_piece_alone(
+        log, tmp_path):
     fake = log()
     sub = make_submission(tmp_path / "alice")
     runs = schedule.grade(submission=sub, pieces=list(PIECES), seed="0", limits=FULL)
     units = [e for e in fake.events if e[2] == "units"]
-    assert [e[1] for e in units] == run_order(list(PIECES))
+    assert sorted(e[1] for e in units) == sorted(PIECES)
+    for kind, (_, piece, part) in fake.timeline:
+        if kind == "start" and part == "units":
+            ended = {e[1] for k, e in fake.timeline[:fake.timeline.index((kind, (sub.name, piece, part)))]
+                     if k == "end" and e[2] == "units"}
+            assert holds(piece) <= ended, (piece, holds(piece) - ended)
     first_training = min(i for i, e in enumerate(fake.events) if e[2] == "training")
     assert all(e[2] == "units" for e in fake.events[:first_training])
     assert {e[1] for e in fake.events if e[2] == "training"} == {"luong", "decoder"}
-    assert all(a[2] == b[2] == "training" for a, b in fake.overlaps), fake.overlaps
+    beside = [(a, b) for a, b in fake.overlaps if "units" in (a[2], b[2])]
+    assert beside, "the unit runs use both lanes"
+    for a, b in beside:
+        assert a[2] == b[2] == "units"
+        assert not (PIECES[a[1]].timed or PIECES[b[1]].timed), (a, b)
+        assert a[1] not in holds(b[1]) and b[1] not in holds(a[1]), (a, b)
     assert [r.name for r in runs] == list(PIECES)
     assert sum(c.points for r in runs for c in r.cases if c.passed) == TOTAL
 

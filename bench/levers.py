@@ -36,7 +36,8 @@ LEVERS: dict[str, tuple[str, dict, str]] = {
     "h48": ("H=48", {"hidden_dim": 48}, ""),
     "h128": ("H=128", {"hidden_dim": 128}, ""),
     # from the graded cases' warm start: every parameter at step train.WARM_STEP['bahdanau'] of the run from scratch
-    "graded": ("train.graded(): from the checkpoint, Adam 0.005, one cycle over 200, no early stop", {}, "all"),
+    "graded": ("train.graded(): from the checkpoint, Adam 0.005, one cycle over GRADED_STEPS['bahdanau'], no early "
+               "stop", {}, "all"),
     "graded, seed 1": ("the same, seed 1", {"seed": 1}, "all"),
     "graded, seed 2": ("the same, seed 2", {"seed": 2}, "all"),
     "graded, seed 3": ("the same, seed 3", {"seed": 3}, "all"),

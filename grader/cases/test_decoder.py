@@ -259,7 +259,7 @@ def test_cuda_matches_cpu(sub, ref):
 @pytest.mark.needs("test_a_step_matches_the_reference_on_random_weights", "test_gradients_reach_the_attention_parameters",
                    "test_the_model_matches_the_reference_under_teacher_forcing",
                    "test_gradients_through_the_model_match_the_reference")
-@pytest.mark.timeout(900)  # about 25 s on 2 idle cores; generous for busy machines
+@pytest.mark.timeout(900)  # a few seconds on 2 idle cores; generous for busy machines
 def test_trained_by_the_grader_it_translates_length_30_sentences(sub, ref, progress):
     cfg = train.graded()
     verdicts.call(sub.seed_worker, cfg.seed, what="seeding")

@@ -126,7 +126,7 @@ def test_cuda_matches_cpu(sub, ref):
 @pytest.mark.slow
 @pytest.mark.needs("test_it_matches_the_reference_and_scales_by_sqrt_d", "test_pads_get_exactly_zero_weight",
                    "test_gradients_flow_to_the_encoder_states_and_the_query_as_in_the_reference")
-@pytest.mark.timeout(900)  # about 25 s on 2 idle cores; generous for busy machines
+@pytest.mark.timeout(900)  # a few seconds on 2 idle cores; generous for busy machines
 @pytest.mark.title("trained by the grader, Luong's model with it translates length-30 sentences")
 def test_trained_by_the_grader_luongs_model_with_it_translates_length_30_sentences(sub, ref, progress):
     cfg = train.graded("luong")

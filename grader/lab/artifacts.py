@@ -90,11 +90,10 @@ def build_curves(attn_cls: type[nn.Module], luong_attn_cls: type[nn.Module],
         model = make(len(toy.SRC_ITOS), len(toy.TGT_ITOS), run_cfg.embed_dim, run_cfg.hidden_dim)
         kept: dict[str, bytes] = {}
 
-        def keep(step: int, model=model, kept=kept, warm=warm) -> None:
-            if step == train.WARM_STEP.get(warm or ""):
-                kept["state"] = _state_bytes(model.state_dict())
+        def keep(step: int, model=model, kept=kept) -> None:
+            kept["state"] = _state_bytes(model.state_dict())
 
-        result = train.train(model, run_cfg, checkpoint=keep if warm else None)
+        result = train.train(model, run_cfg, checkpoint=keep, checkpoint_at=(train.WARM_STEP[warm],) if warm else ())
         if warm and "state" not in kept:
             raise RuntimeError(f"{label}'s run stopped after {result.steps} steps, before the warm start's "
                                f"{train.WARM_STEP[warm]}: lower train.WARM_STEP")

@@ -47,10 +47,10 @@ class TrainConfig:
 
 # The graded training cases start every parameter from a checkpoint of the reference's own run from scratch
 # (TrainConfig() for Bahdanau, luong() for Luong's model), taken WARM_STEP[kind] steps in: models that translate
-# length-30 test sentences at 0.68 and 0.78, so a decoder that cannot learn, or an attention through which nothing
-# learns, stays below the 0.90 the case asks for, while one that learns gets there in 200 updates
-# (docs/performance.md, bench/levers.py). `grade artifacts` writes the checkpoints.
-WARM_STEP = {"bahdanau": 1000, "luong": 800}
+# length-30 test sentences at 0.67 and 0.76, so a decoder that cannot learn, or an attention through which nothing
+# learns, stays below the 0.90 the case asks for, while one that learns gets there in GRADED_STEPS[kind] updates
+# (docs/performance.md, bench/warm_sweep.py). `grade artifacts` writes the checkpoints.
+WARM_STEP = {"bahdanau": 1550, "luong": 900}
 
 
 def luong() -> TrainConfig:
@@ -60,7 +60,7 @@ def luong() -> TrainConfig:
     return TrainConfig(max_steps=1800, lr=0.01)
 
 
-GRADED_STEPS = {"bahdanau": 200, "luong": 200}
+GRADED_STEPS = {"bahdanau": 80, "luong": 120}
 
 
 def graded(kind: str = "bahdanau") -> TrainConfig:
@@ -126,10 +126,12 @@ def train(
     progress: Callable[[int, int, float], None] | None = None,
     accuracy: Callable[[nn.Module, list], dict[int, float]] | None = None,
     checkpoint: Callable[[int], None] | None = None,
+    checkpoint_at: tuple[int, ...] = (),
 ) -> TrainResult:
     """Train with teacher forcing and Adam on bucketed batches; deterministic for a given seed. The stop rule reads
     `accuracy(model, pairs)` (by source length): the lab's evaluator unless given (a student release seals it, and
-    its notebook passes the student's own). checkpoint(step) hears of every eval_every steps, before the stop rule."""
+    its notebook passes the student's own). checkpoint(step) hears of each step of `checkpoint_at` the run reaches
+    (the steps run in chunks either way: the same numbers)."""
     if accuracy is None:
         from .evaluate import accuracy_by_length as accuracy  # trusted, never the submission's evaluator
 
@@ -138,9 +140,12 @@ def train(
     history: list[tuple[int, float, float, float]] = []
     start = time.perf_counter()
     while trainer.step < cfg.max_steps:
-        trainer.run(cfg.eval_every - trainer.step % cfg.eval_every, progress)
-        if checkpoint:
-            checkpoint(trainer.step)
+        end = trainer.step + cfg.eval_every - trainer.step % cfg.eval_every
+        for at in sorted(s for s in checkpoint_at if trainer.step < s <= min(end, cfg.max_steps)):
+            trainer.run(at - trainer.step, progress)
+            if checkpoint:
+                checkpoint(at)
+        trainer.run(end - trainer.step, progress)
         acc = accuracy(model, valid)
         history.append((trainer.step, time.perf_counter() - start, acc[cfg.target_len], acc.get(cfg.long_len, 0.0)))
         if cfg.met(acc):

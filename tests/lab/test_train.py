@@ -84,3 +84,22 @@ def test_a_config_sent_as_a_dict_as_the_judge_sends_it_trains_as_the_config_itse
     losses: list[float] = []
     trainer.run(STEPS, lambda step, total, loss: losses.append(loss))
     assert losses == train(fresh, seed=1)[1]
+
+
+def test_a_checkpoint_between_two_evaluations_holds_the_weights_a_run_of_that_many_steps_ends_with(fresh):
+    # grade artifacts keeps the warm starts at train.WARM_STEP, which need not be a multiple of eval_every
+    from grader.lab import train as lab_train
+
+    cfg = TrainConfig(embed_dim=8, hidden_dim=16, batch_size=8, max_steps=STEPS, eval_every=4, seed=2, target_acc=2.0)
+    model, kept = copy.deepcopy(fresh), {}
+
+    def keep(step: int) -> None:
+        kept[step] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+    never = lambda m, pairs: {cfg.target_len: 0.0, cfg.long_len: 0.0}  # noqa: E731 - no decoding: the stop rule never met
+    result = lab_train.train(model, cfg, accuracy=never, checkpoint=keep, checkpoint_at=(3, 5, 99))
+    assert result.steps == STEPS and sorted(kept) == [3, 5]
+    for step in (3, 5):
+        alone = copy.deepcopy(fresh)
+        Trainer(alone, cfg).run(step)
+        assert same_weights(kept[step], alone.state_dict()), step

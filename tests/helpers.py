@@ -20,7 +20,7 @@ from grader.runner.schedule import grade
 from grader.runner.stage import stage
 from grader.pieces import MODULES
 from grader.runner.report import as_dict
-from grader.runner.launch import Zygote
+from grader.runner.zygote import Zygote
 from grader.runner.results import Limits
 
 REFERENCE = ROOT / "reference"

@@ -1,5 +1,5 @@
 """The order a submission's pieces are graded in, and the lanes they run on: see `Grading`. A lane is a thread that
-takes the next piece in turn and runs its judge on the lane's own zygote (grader.runner.launch.Zygote, a judges'
+takes the next piece in turn and runs its judge on the lane's own zygote (grader.runner.zygote.Zygote, a judges'
 fork server), so that two lanes grade two pieces side by side."""
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from pathlib import Path
 from grader.host import FORK_SERVERS, StartError
 from grader.pieces import PIECES, holds, run_order
 from grader.runner import layout, manifest, report
-from grader.runner.launch import Zygote, run_piece, selected
+from grader.runner.launch import run_piece, selected
+from grader.runner.zygote import Zygote
 from grader.runner.results import CaseResult, Limits, PieceRun
 from grader.runner.stage import REFUSED
 

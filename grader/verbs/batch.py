@@ -36,7 +36,7 @@ from grader.regrade.release_files import Verdict
 from grader.regrade.rowstatus import error_text, ok_text, status_of
 from grader.pieces import PIECES, run_order
 from grader.runner import stops
-from grader.runner.launch import Stopped, Zygote
+from grader.runner.zygote import Stopped, Zygote
 from grader.runner.results import Limits
 
 if TYPE_CHECKING:

@@ -80,6 +80,7 @@ PAIRS, ROUNDS = 3, 4  # calls at each shape per round; rounds at most, while a m
 RATIO = (2.0, 3.0, 8.0)
 PER_CALL = 0.002  # seconds of any call's own cost (code that prints, say) not counted against it
 BOUND = 4  # bmm's time counts for at most this many times the judge's own (here_time), whatever the worker does
+EARLY = 1.5  # below this after any pair of calls (and bmm under its bound), a round ends at once: it passes
 CALL_LIMIT = 2.5  # seconds one timed call may take before it is stopped (a torch loop takes about 1 s)
 FIX = "Weight and sum every position of every sentence at once, with one batched product (torch.bmm)."
 LOOPS = "runs a Python loop over the sentences or the positions"
@@ -187,6 +188,13 @@ def timed(sub, ref, shape: tuple[int, int, int]) -> tuple[float, float, float]:
     return spent, min(before, after), here
 
 
+def early_pass(times: list[float], bmms: list[float], heres: list[float]) -> bool:
+    """Clearly batched after the calls so far: more calls could only confirm it. Honest code measures 0.5 to 1.2
+    after one call; a loop measures over 3 even against a bmm slowed to its bound (docs/threat-model.md), and an
+    early pass needs the worker's bmm under that bound, so only a pass ends a round early, never a fail."""
+    return min(bmms) < BOUND * min(heres) and ratio(min(times), min(bmms), min(heres)) < EARLY
+
+
 def decided(value: float, limits: tuple[float, float, float], last: bool) -> bool | None:
     """Whether a measurement passes (True), fails (False) or must be taken again (None): only a borderline one is
     measured again, and the last round decides at the middle of the band, so one submission gets one verdict."""
@@ -220,6 +228,8 @@ def test_it_runs_no_python_loop_over_positions(sub, ref):
                 times[shape].append(spent)
                 bmms[shape].append(bmm)
                 heres[shape].append(here)
+            if all(early_pass(times[s], bmms[s], heres[s]) for s in shapes):
+                return
         ratios = {shape: ratio(min(times[shape]), min(bmms[shape]), min(heres[shape])) for shape in shapes}
         verdict = {shape: decided(ratios[shape], RATIO, round_ == ROUNDS) for shape in shapes}
         for shape, passed in verdict.items():

@@ -131,6 +131,9 @@ def serve(parent: int | None = None, twin: int | None = None) -> None:
     reply = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # stray prints must never reach the reply channel
     _loop(sys.stdin, reply, twin)
+    # the parent closed its end: nothing to tear down, and an interpreter that imported torch takes tenths of a
+    # second to (the workers' server sees its channel's end and ends its workers)
+    os._exit(0)
 
 
 def _loop(requests, reply, twin: int | None, control: int | None = None) -> None:

@@ -278,3 +278,4 @@ if __name__ == "__main__":
     else:
         args = [a for a in sys.argv[1:] if a != "--units-first"]
         serve(int(args[0]), int(args[1]) if len(args) > 1 else None, trains="--units-first" not in sys.argv[1:])
+        os._exit(0)  # its workers ended: no interpreter teardown (tenths of a second of CPU beside the next run)

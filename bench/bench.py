@@ -220,7 +220,8 @@ def grading(repeats: int) -> dict:
         slow = {p["name"]: next(c["duration"] for c in p["cases"] if c["name"].startswith("test_trained"))
                 for p in report["pieces"] if p["name"] in steps}
         units_end = max(v for k, v in marks.items() if k.endswith(" end") and k.split()[0] not in steps)
-        phases.append({"first piece (first fork servers' start included)": marks[f"{list(PIECES)[0]} end"],
+        first = min((v, k.split()[0]) for k, v in marks.items() if k.endswith(" start"))[1]
+        phases.append({f"first piece, {first} (the fork servers' start included)": marks[f"{first} end"],
                        "unit phase": units_end, "training phase": walls[-1] - units_end,
                        **{f"{k}: {steps[k][0]} steps": steps[k][1] for k in steps},
                        **{f"{k}: the case less its steps (start, load, decoding)": slow[k] - steps[k][1] for k in steps}})

@@ -74,8 +74,8 @@ def grading_options(command):
                      help="Seconds one piece's process may run."),
         click.option("--memory-gb", type=float, default=Limits.memory_gb, show_default=True,
                      help="Address-space cap of each piece's process."),
-        click.option("--quick", is_flag=True, help="Leave out the two training cases (decoder's 80 steps and "
-                     "luong's 120, side by side: about 4.5 s of a full grade's 7.9 s on a 2-core AMD EPYC dev "
+        click.option("--quick", is_flag=True, help="Leave out the two slow training cases (decoder's 80 steps "
+                     "and luong's 120, side by side: about 4.5 s of a full grade's 7.9 s on a 2-core AMD EPYC dev "
                      "machine): not a grade, a faster check while you work."),
         click.option("--seal-key-file", default=None, expose_value=False, callback=_seal_key, is_eager=True,
                      help="Read the key of grader/sealed.bin from this file ('-': standard input) instead of "

@@ -10,8 +10,8 @@ from . import util
 pytestmark = pytest.mark.piece("additive")
 
 MATCHES = "it matches the reference on random weights"  # the case whose checks name the usual causes
-POLARITY = ("src_mask is True at real tokens; masked_fill fills where its mask is True, "
-            "so fill the positions where the mask is False (~src_mask).")
+POLARITY = ("src_mask is True at real tokens and False at pads, and masked_fill fills where the mask it is given is "
+            "True: check that what you fill is the pads, not the real tokens.")
 
 
 def pair_of(sub, ref, H: int):
@@ -108,22 +108,26 @@ def tied(r, weight: str):
 
 
 SCALED = ("alpha looks like a softmax of scaled scores: the lesson's additive attention applies softmax to the scores "
-          "as they are, v^T tanh(W_h h_i + W_s s_{t-1}), with no temperature or factor.")
+          "as they are, with no temperature, normalisation or other factor on every score.")
 
 
-def scales(H: int) -> tuple[float, ...]:
-    """Factors a softmax temperature puts on the scores: espnet's default 2, its inverse, and sqrt(H) either way."""
-    return (2.0, 0.5, H**0.5, H**-0.5)
-
-
-def scaled(r, factor: float):
-    """The reference whose scores are `factor` times its own: v scales the score, and softmax ignores the constant
-    the reference's sigmoid form adds (see reference/additive.py)."""
-    t = type(r)(r.Wh.weight.size(0))
-    t.load_state_dict(r.state_dict())
-    with torch.no_grad():
-        t.v.weight.mul_(factor)
-    return t
+def one_scale(alpha: torch.Tensor, ra: torch.Tensor, mask: torch.Tensor) -> bool:
+    """Whether alpha is the softmax of the reference's scores times one factor other than 1 (a temperature, espnet's
+    scaling, GNMT's normalised v): log alpha = f * log ra + a constant per row, fitted over the real tokens, and the
+    softmax of f * log ra reproduces alpha. log ra is the reference's scores less a constant per row."""
+    if not isinstance(alpha, torch.Tensor) or alpha.shape != ra.shape or not bool((alpha[mask] > 0).all()):
+        return False
+    y, x = alpha.detach().double().log(), ra.double().log()
+    y, x = y.masked_fill(~mask, 0.0), x.masked_fill(~mask, 0.0)
+    count = mask.sum(-1, keepdim=True)
+    y, x = (y - y.sum(-1, keepdim=True) / count) * mask, (x - x.sum(-1, keepdim=True) / count) * mask
+    spread = float((x * x).sum())
+    if spread == 0.0:
+        return False
+    f = float((x * y).sum()) / spread
+    if not f > 0 or abs(f - 1) < 1e-2:
+        return False
+    return verdicts.is_close(alpha, torch.softmax((f * ra.double().log()).masked_fill(~mask, float("-inf")), -1))
 
 
 @pytest.mark.points(3)
@@ -135,8 +139,7 @@ def test_it_matches_the_reference_on_random_weights(sub, ref):
     swapped = r(enc.flip(-1), s_prev, mask)[1]  # a reversed feature axis hints at a misplaced transpose
     if verdicts.is_close(alpha, swapped):
         verdicts.fail("alpha looks computed with a transposed weight; apply self.Wh and self.Ws as layers.")
-    if not verdicts.is_close(alpha, ra) and any(verdicts.is_close(alpha, scaled(r, f)(enc, s_prev, mask)[1])
-                                                for f in scales(enc.size(-1))):
+    if not verdicts.is_close(alpha, ra) and one_scale(alpha, ra, mask):
         verdicts.fail(SCALED)
     for weight, other in (("Wh", "Ws"), ("Ws", "Wh")):
         if not verdicts.is_close(alpha, ra) and verdicts.is_close(alpha, tied(r, weight)(enc, s_prev, mask)[1]):

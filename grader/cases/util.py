@@ -24,6 +24,24 @@ class Sizes:
     V: int
 
 
+# each function's arguments and results as its docstring names them (tests/grading/test_verdicts.py reads them off
+# reference/): what a shape error raised in it ends with (verdicts.shape_line)
+verdicts.SIGNATURES.update({
+    "EncoderAll": "src (B, T_src) and returns outputs (B, T_src, H) and (h, c), each (1, B, H)",
+    "BahdanauAttention": "encoder_outputs (B, T_src, H), decoder_state (B, H) and src_mask (B, T_src), and returns "
+                         "context (B, H) and alpha (B, T_src)",
+    "attention_context": "alpha (B, T_src) and encoder_outputs (B, T_src, H), and returns context (B, H)",
+    "LuongDotAttention": "encoder_outputs (B, T_src, d), decoder_state (B, d) and src_mask (B, T_src), and returns "
+                         "context (B, d) and alpha (B, T_src)",
+    "forward_step": "y_prev (B, 1), state (h_prev, c_prev) each (B, H), encoder_outputs (B, T_src, H) and src_mask "
+                    "(B, T_src), and returns logits (B, V_tgt), (h, c) each (B, H) and alpha (B, T_src)",
+    "Seq2SeqAttn": "src (B, T_src), src_mask (B, T_src) and tgt (B, T_tgt), and returns logits (B, T_tgt - 1, V_tgt) "
+                   "and alpha (B, T_tgt - 1, T_src)",
+    "greedy_decode": "src (B, T_src), src_mask (B, T_src) and sos (B, 1), and returns tokens (B, steps) and alpha "
+                     "(B, steps, T_src)",
+    "accuracy_by_length": "src (B, T_src), src_mask (B, T_src) and tgt (B, T_tgt)",
+})
+
 MAIN = Sizes(B=3, T=7, E=5, H=6, V=11)
 SINGLE_SENTENCE = Sizes(B=1, T=5, E=4, H=7, V=9)
 SINGLE_TOKEN = Sizes(B=4, T=1, E=3, H=5, V=8)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import torch
 import torch.nn as nn
@@ -99,6 +100,24 @@ def call(fn, *args, what: str, **kwargs):
         raise student_failure(e, what) from None
 
 
+# what each function of the lab takes and returns, in its docstring's names ({name: text}; the cases fill it,
+# grader/cases/util.py): the one line in the lab's words that a shape error in that function ends with
+SIGNATURES: dict[str, str] = {}
+_SHAPE_ERROR = re.compile(r"size|shape|dimension|mat1 and mat2|must match", re.IGNORECASE)
+
+
+def shape_line(e: RemoteError, what: str) -> str:
+    """" A shape does not fit: ..." for a shape error raised in a function SIGNATURES names, else ""."""
+    if e.type_name not in ("RuntimeError", "ValueError", "IndexError") or not _SHAPE_ERROR.search(str(e)):
+        return ""
+    name = next((n for n in SIGNATURES if n in what), None)
+    if name is None:
+        return ""
+    return (f" A shape does not fit: {name} takes {SIGNATURES[name]}, as its docstring says; check each operand of "
+            "the failing operation against those shapes (a transpose, or an unsqueeze missing or on another axis, "
+            "is the usual cause).")
+
+
 def student_failure(e: RemoteError, what: str) -> Exception:
     """What the student sees for an exception their code raised in the worker."""
     if e.kind == "not_implemented":
@@ -111,9 +130,12 @@ def student_failure(e: RemoteError, what: str) -> Exception:
     if e.kind == "recursion":
         return CaseFailure("hit Python's recursion limit: a method calls itself")
     if withhold.active():  # the type if built in, the student's own file and line; no message, no function name
-        return CaseFailure(withhold.hide("", f"{what} raised {withhold.error_type(e.type_name)}{withhold.where(e.where)}; "
-                                             f"{withhold.NOTE}"))
-    return CaseFailure(f"{what} raised {e.type_name}: {e}{e.where}")
+        said = withhold.hide("", f"{what} raised {withhold.error_type(e.type_name)}{withhold.where(e.where)}; "
+                                 f"{withhold.NOTE}")
+    else:
+        said = f"{what} raised {e.type_name}: {e}{e.where}"
+    line = shape_line(e, what)
+    return CaseFailure(f"{said}.{line}" if line else said)
 
 
 def copy_weights(student, reference: nn.Module, what: str) -> None:

@@ -37,6 +37,8 @@ BUGS = {
         "return torch.bmm(alpha.unsqueeze(1), encoder_outputs).squeeze(1)",
         "return sum(alpha[:, i : i + 1] * encoder_outputs[:, i] for i in range(alpha.size(1)))")]),
     "squeeze everything": ("context", [("encoder_outputs).squeeze(1)", "encoder_outputs).squeeze()")]),
+    "transposed bmm": ("context", [("torch.bmm(alpha.unsqueeze(1), encoder_outputs)",
+                                    "torch.bmm(alpha.unsqueeze(1), encoder_outputs.transpose(1, 2))")]),
     "wrong query state": ("decoder", [("self.attn(encoder_outputs, h_prev, src_mask)", "self.attn(encoder_outputs, c_prev, src_mask)")]),
     "context detached": ("decoder", [("context, alpha = self.attn(encoder_outputs, h_prev, src_mask)",
                                       "context, alpha = self.attn(encoder_outputs, h_prev, src_mask)\n        context = context.detach()")]),
@@ -94,7 +96,7 @@ ORDER = list(PIECES)
 # what a case that names the cause says, for each bug; a case that cannot name it points to one that does
 CAUSES = {
     "unmasked pads": r"pad positions: set their scores to -inf",
-    "inverted mask": r"fill the positions where the mask is False \(~src_mask\)",
+    "inverted mask": r"src_mask is True at real tokens .* what you fill is the pads, not the real tokens",
     "softmax over the batch": r"softmax over the source positions",
     "W_h and W_s swapped": r"W_h on the encoder states, W_s on the decoder state",
     "no scaling": r"unscaled: divide the dot products by sqrt\(d\)",
@@ -108,6 +110,8 @@ CAUSES = {
     "mean of per-sentence accuracies": r"means of per-sentence accuracies",
     "loop over positions": r"Python loop",
     "squeeze everything": r"check which dimensions you squeeze",
+    "transposed bmm": r"A shape does not fit: attention_context takes alpha \(B, T_src\) and encoder_outputs "
+                      r"\(B, T_src, H\)",
     "wrong query state": r"computed from the previous cell state c",
     "context detached": r"keep the context in the graph \(no \.detach\(\)",
     "tensors made on the CPU": r"on the CPU, not on the inputs' device.*device=src\.device",
@@ -180,6 +184,7 @@ def test_every_failed_case_names_the_bugs_cause_or_points_to_a_case_that_does(bu
               if not c["passed"] and not c["skipped"]}
     naming = {name for name, message in failed.items() if re.search(CAUSES[bug], message)}
     assert naming, f"{bug}: no failed case names the cause: {failed}"
+    assert not any("~src_mask" in m for m in failed.values()), "a hint points at the fix, never writes it out"
     for name, message in failed.items():
         if name in naming:
             continue

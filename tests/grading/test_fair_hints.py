@@ -22,6 +22,11 @@ ROWS = {
     "scores halved": ("additive", [(SOFTMAX, "alpha = torch.softmax(scores / 2, dim=-1)")], SCALED),
     "scores over sqrt(H)": ("additive", [(SOFTMAX, "alpha = torch.softmax(scores / encoder_outputs.size(-1)**0.5, dim=-1)")],
                             SCALED),
+    # any single factor, not only the three above (issue 39)
+    "scores times 1.37": ("additive", [(SOFTMAX, "alpha = torch.softmax(1.37 * scores, dim=-1)")], SCALED),
+    "GNMT's normalised v (v / ||v||)": ("additive", [(
+        "scores = 2 * self.v(torch.sigmoid(keys + query)).squeeze(-1)",
+        "scores = 2 * (torch.sigmoid(keys + query) @ (self.v.weight[0] / self.v.weight.norm()))")], SCALED),
 }
 
 
@@ -42,3 +47,4 @@ def test_a_scaled_formula_loses_its_points_with_a_hint_naming_the_scale(row):
     main = cases[MAIN]
     assert not main["passed"] and re.search(hint, main["message"]), main["message"]
     assert "Score with v^T tanh" not in main["message"]  # not sent to the score formula they wrote right
+    assert not re.search(r"\d", main["message"])  # neither the factor nor any other number

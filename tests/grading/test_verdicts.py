@@ -58,3 +58,33 @@ def test_a_comparison_imports_neither_dtensor_nor_sympy():
             "print(sorted(m for m in ('sympy', 'torch.distributed.tensor') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_shapes_a_shape_error_ends_with_are_the_reference_docstrings():
+    import re
+
+    from grader import REFERENCE
+    from grader.cases import util  # noqa: F401 - fills verdicts.SIGNATURES
+
+    text = " ".join(" ".join(p.read_text(encoding="utf-8").split()) for p in REFERENCE.glob("*.py"))
+    assert {"attention_context", "BahdanauAttention", "LuongDotAttention", "forward_step"} <= set(verdicts.SIGNATURES)
+    for name, said in verdicts.SIGNATURES.items():
+        assert name in text, name
+        for arg in set(re.findall(r"([a-z_]\w*) \(", said)) - {"each", "and"}:
+            assert f"{arg}: (" in text or f"{arg}: each (" in text or f"({arg}" in text, (name, arg)
+        for shape in re.findall(r"\([^()]*\)", said):
+            assert shape in text, (name, shape)
+
+
+def test_a_shape_error_ends_with_the_functions_shapes_and_any_other_error_does_not():
+    from grader.cases import util  # noqa: F401
+    from grader.judge.errors import RemoteError
+
+    def raised(type_name: str, message: str) -> RemoteError:
+        return RemoteError("error", type_name, message, "")
+
+    shape = raised("RuntimeError", "Expected size for first two dimensions of batch2 tensor to be: [3, 7] but got: [3, 6].")
+    said = str(verdicts.student_failure(shape, "attention_context"))
+    assert "A shape does not fit: attention_context takes alpha (B, T_src) and encoder_outputs (B, T_src, H)" in said
+    assert "shape does not fit" not in str(verdicts.student_failure(raised("KeyError", "'x'"), "attention_context"))
+    assert "shape does not fit" not in str(verdicts.student_failure(shape, "something else"))

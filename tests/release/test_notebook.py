@@ -313,3 +313,14 @@ def test_the_stub_notebook_runs_top_to_bottom_saying_in_one_line_what_each_cell_
         assert len(lines) == 1, (cell.source[:80], cell.outputs)
     assert "piece 'decoder': write" in "".join(o.get("text", "") for o in waiting[0].outputs)
     assert "Total: 0/" in "".join(o.get("text", "") for o in code[-1].outputs)  # check() of the stub still reports
+
+
+def test_the_readme_says_where_the_notebook_is_introduced_how_an_instructor_sees_it_solved():
+    from grader import ROOT
+    from grader.verbs import release
+
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    intro = text[text.index("Prefer a notebook?"):]
+    intro = intro[:intro.index("**Which file is graded:**")]
+    assert "grade release solutions OUT" in intro and "lesson-solutions.ipynb" in intro
+    assert "lesson-solutions.ipynb" in Path(release.__file__).read_text(encoding="utf-8")  # the file it writes

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import re
-import textwrap
 
 from grader.runner.results import PieceRun
 
@@ -56,11 +55,13 @@ GAP_WORDS = {
 }
 UNCHANGED = "this does not change your score: the same cases run and count the same points"
 TRUST = "the one to trust is a graded run on Linux (the per-push grade, Gradescope) or your instructor's regrade"
-NOTE_WIDTH = 110  # the note is a paragraph: wrapped as the report's other lines are, not one line of 200 characters
-# the whole note as jail_note writes it, wrapped anywhere, for taking it out of what is published (grader/verbs/release.py)
-JAIL_NOTE = re.compile(r"^\(note: graded code here runs .*?"
-                       + r"\s+".join(map(re.escape, f"{UNCHANGED}, but {TRUST})".split())) + r"(\n|$)",
-                       re.MULTILINE | re.DOTALL)
+# the text report's one line: a student cannot act on the jail's layers, so the sentence itself goes to where an
+# instructor reads (the JSON report's jail_note, the Markdown summary)
+JAIL_LINE = ("(isolation: this machine lacks {n} of the jail's layers for graded code; your score is the same; "
+             "--format json says which)")
+# the line as jail_note writes it, for taking it out of what is published (grader/verbs/release.py)
+JAIL_NOTE = re.compile(r"^\(isolation: this machine lacks \d+ of the jail's layers for graded code; [^\n]*\)(\n|$)",
+                       re.MULTILINE)
 
 
 def jail_sentence(gaps: list[str], trust: str = TRUST) -> str:
@@ -79,10 +80,9 @@ def jail_sentence(gaps: list[str], trust: str = TRUST) -> str:
 
 
 def jail_note(gaps: list[str]) -> list[str]:
-    """The text report's note: jail_sentence as a parenthesised paragraph; [] where no layer is missing."""
-    said = jail_sentence(gaps)
-    return textwrap.wrap(f"(note: {said})", NOTE_WIDTH, subsequent_indent=" ", break_long_words=False,
-                         break_on_hyphens=False) if said else []
+    """The text report's one short line on the jail layers this machine lacks; [] where none is missing."""
+    named = {g.partition(" (")[0] for g in gaps}  # an older worker's "unprivileged uid (why)" is the same layer
+    return [JAIL_LINE.format(n=len(named))] if named else []
 
 
 def title(case: str) -> str:
@@ -124,10 +124,12 @@ def as_dict(runs: list[PieceRun], **meta) -> dict:
             "jail_missing": [safe(f) for f in run.jail],
             "output_withheld": withheld_note(run),
         })
+    gaps = sorted({safe(g, 80) for run in runs for g in run.jail})
     return {
         "score": sum(p["score"] for p in pieces),
         "max_score": sum(p["max_score"] for p in pieces),
         "pieces": pieces,
+        "jail_note": jail_sentence(gaps),  # what the missing layers mean, in words ("" where none is missing)
         **meta,
     }
 

@@ -143,7 +143,7 @@ def test_without_fork_a_worker_cannot_re_aim_its_own_socket_at_a_host_port(nofor
     assert score(report, "context") == FULL["context"]  # the socket still answers the judge: the honest score
     assert "REAIMED refused refused refused" in text, text[-1500:]  # the attempt ran, once per worker
     assert "REAIMED" not in text.replace("REAIMED refused refused refused", "")
-    assert "reach this machine's ports" not in " ".join(text.split())  # seccomp stood: the report claims no gap it lacks
+    assert "reach this machine's ports" not in report["jail_note"]  # seccomp stood: the report claims no gap it lacks
     arena.assert_unharmed(text, json.dumps(report))
 
 
@@ -231,8 +231,9 @@ def test_without_fork_or_a_file_jail_the_worker_holds_no_seal_key_and_the_report
     missing = {g for p in report["pieces"] for g in p["jail_missing"]}
     assert {"seccomp", "landlock"} <= missing
     # nothing here stops a worker's socket: the report says so, beside the layers it lacks
-    said = " ".join(text.split())  # the note is a wrapped paragraph
-    assert "so graded code here can" in said and "reach this machine's ports and the network" in said, text[-1500:]
+    assert "(isolation: this machine lacks" in text  # the student's report: one short line
+    said = " ".join(report["jail_note"].split())  # the instructor's: what the missing layers let graded code do
+    assert "so graded code here can" in said and "reach this machine's ports and the network" in said, said
     assert "the one to trust is a graded run on Linux (the per-push grade, Gradescope) or your instructor's regrade" in said
     arena.assert_unharmed(everything)
 
@@ -250,5 +251,5 @@ def test_without_seccomp_the_re_aimed_socket_reaches_a_host_port_as_the_report_s
         listener.close()
     assert b"LEAK" in reached, (reached, text[-1500:])
     assert score(report, "context") <= FULL["context"]  # what it earns with its channel cut: never more
-    assert "reach this machine's ports and the network" in " ".join(text.split()), text[-1500:]
+    assert "reach this machine's ports and the network" in " ".join(report["jail_note"].split()), report["jail_note"]
     arena.assert_unharmed(text, json.dumps(report))

@@ -29,7 +29,7 @@ def test_the_progress_and_the_jail_note_stripping_are_wired_into_the_notebook_ru
     nbclient = pytest.importorskip("nbclient")
     note = to_text([PieceRun("additive", [CaseResult("test_x", 1, True, "")], jail=["unprivileged uid", "seccomp"])],
                    "<notebook cell>")
-    assert "(note: graded code here runs" in note
+    assert "(isolation: this machine lacks 2 of the jail's layers" in note
 
     def execute(self, **kwargs):  # what nbclient does, cell by cell, without a kernel
         for index, cell in enumerate(self.nb.cells):

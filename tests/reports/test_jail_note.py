@@ -19,16 +19,20 @@ def words(text: str) -> str:
     return " ".join(text.split())
 
 
-def test_a_missing_unprivileged_uid_is_said_in_plain_words_and_that_the_score_is_unchanged():
+def test_a_missing_unprivileged_uid_is_one_short_line_for_the_student_and_plain_words_for_the_instructor():
     text = to_text(runs("unprivileged uid"), "exercises")
-    note = [line for line in text.splitlines() if line.startswith(("(note:", " "))]
-    assert words("\n".join(note)).startswith(
-        "(note: graded code here runs as the user that started grade (root here), not as the locked-down user nobody, "
-        "because the user nobody cannot read this machine's Python installation")
-    assert all(len(line) <= 110 for line in note), note  # a paragraph, not one line of 200 characters
-    assert "this does not change your score" in words(text) and "lacks" not in text
+    said = [line for line in text.splitlines() if "jail" in line or "isolation" in line]
+    assert said == ["(isolation: this machine lacks 1 of the jail's layers for graded code; your score is the same; "
+                    "--format json says which)"]  # issue 39: a student cannot act on the layers
+    assert len(said[0]) <= 120 and "locked-down" not in text and "lacks" not in text.replace(said[0], "")
     assert text.splitlines()[-1] == "Total: 2/2"
-    assert json.loads(to_json(runs("unprivileged uid")))["pieces"][0]["jail_missing"] == ["unprivileged uid"]
+    report = json.loads(to_json(runs("unprivileged uid")))
+    assert report["pieces"][0]["jail_missing"] == ["unprivileged uid"]
+    assert words(report["jail_note"]).startswith(  # the instructor's: the sentence in words, in the JSON report
+        "graded code here runs as the user that started grade (root here), not as the locked-down user nobody, "
+        "because the user nobody cannot read this machine's Python installation")
+    assert "this does not change your score" in report["jail_note"]
+    assert json.loads(to_json(runs()))["jail_note"] == ""
 
 
 def test_an_older_workers_layer_with_its_reason_reads_the_same():
@@ -37,10 +41,11 @@ def test_an_older_workers_layer_with_its_reason_reads_the_same():
 
 
 def test_what_a_missing_layer_lets_graded_code_do_is_still_said_and_the_layers_stay_named_in_markdown():
-    text = words(to_text(runs("seccomp", "landlock"), "exercises"))
+    text = words(json.loads(to_json(runs("seccomp", "landlock")))["jail_note"])
     assert "without seccomp's filter on the system calls it may make" in text
     assert f"so graded code here can {GAP_MEANS['seccomp']} and {GAP_MEANS['landlock']}" in text
     assert "the one to trust is a graded run on Linux (the per-push grade, Gradescope) or your instructor's regrade" in text
+    assert "lacks 2 of the jail's layers" in to_text(runs("seccomp", "landlock"), "exercises")
     md = markdown.to_markdown(runs("seccomp", "unprivileged uid"))
     said = [line for line in md.splitlines() if "jail layers missing" in line]
     assert len(said) == 1 and said[0].startswith("- Graded code here runs as the user that started grade")

@@ -129,6 +129,34 @@ def check_gradients(sub, ref) -> None:
         util.close(g, want, f"the gradient with respect to {name}", IN_THE_GRAPH)
 
 
+# (B, T_src) where the torch calls are counted: each side grows while the other stays. Counting decides where timing
+# cannot: a loop over the shorter side, or one that loops only at small sizes, runs few iterations where it is timed
+COUNTED = ((2, 3), (2, 7), (5, 3), (5, 7))
+
+
+def calls_at(sub, B: int, T: int, H: int) -> int:
+    """The torch calls one call of attention_context makes on fresh inputs of (B, T, H), as its worker counts them."""
+    try:
+        n = sub.fn("attention_context").calls(*inputs(B, T, H))
+    except RemoteError as e:
+        raise verdicts.student_failure(e, f"attention_context for {sentences((B, T, H))}") from None
+    if type(n) is not int:
+        verdicts.fail("the grader could not count attention_context's torch calls: something in the worker changed "
+                      "its answer.")
+    return n
+
+
+def check_calls(sub, H: int) -> None:
+    """One batched product makes as many torch calls at every size; a loop over either side makes more as it grows."""
+    n = {bt: calls_at(sub, *bt, H) for bt in COUNTED}
+    if len(set(n.values())) == 1:
+        return
+    sides = [side for side, (a, b) in (("positions", ((2, 3), (2, 7))), ("sentences", ((2, 3), (5, 3))))
+             if n[a] != n[b]] or ["sentences and positions"]
+    verdicts.fail(f"attention_context {LOOPS}: the number of torch operations it runs grows with the number of "
+                  f"{' and '.join(sides)}, which one batched product's does not. {FIX}")
+
+
 def here_time(alpha, enc) -> float:
     """The seconds the judge itself takes for the work of the worker's bmm command on these inputs (the request
     written and read as the wire does, the product, its answer written and read back), all but the two processes
@@ -217,6 +245,7 @@ def test_it_runs_no_python_loop_over_positions(sub, ref):
         got = verdicts.tensor(context_of(sub, alpha, enc), "context", (s.B, s.H))
         util.close(got, (alpha[..., None] * enc).sum(1), "context", util.see(WEIGHTED_SUM))
     check_gradients(sub, ref)  # one differentiable function of both inputs, as the reference is
+    check_calls(sub, s.H)
     shapes = probe_shapes(sub.seed)
     times: dict[tuple, list[float]] = {shape: [] for shape in shapes}
     bmms: dict[tuple, list[float]] = {shape: [] for shape in shapes}

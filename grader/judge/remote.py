@@ -53,6 +53,11 @@ class Handle:
         self.sub.run({"cmd": "to", "name": self.name, "device": device})
         return self
 
+    def calls(self, *args, **kwargs) -> object:
+        """How many torch functions and tensor methods the call on `args` makes, as the worker counts them (its reply:
+        forgeable by the code it counts, so it may only ever fail a case)."""
+        return self.sub.run({"cmd": "calls", "target": self.name, "method": None}, args, kwargs)
+
     def input_grads(self, *args, wrt: list[int]) -> list:
         """Call the module on `args` and return the gradients of its first output's sum of squares with respect
         to the arguments at the indices `wrt` (None where none reached one)."""

@@ -19,6 +19,19 @@ PAIRS: list | None = None  # the training split, read by the server before any w
 _BMM, _UNSQUEEZE, _SQUEEZE = torch.bmm, torch.unsqueeze, torch.squeeze  # taken before any student code loads
 
 
+class _Calls(torch.overrides.TorchFunctionMode):
+    """Counts the torch functions and tensor methods a call makes (those inside them not again): one batched product
+    makes as many at every size, a loop over sentences or positions more at each larger one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.n += 1
+        return func(*args, **(kwargs or {}))
+
+
 def read_pairs(text: str) -> list[tuple[list[str], list[str]]]:
     """The training split's (source words, target words) pairs: data read before the jail, no lab code needed."""
     return [(s.split(), t.split()) for s, t in (line.split("\t") for line in text.splitlines() if line.strip())]
@@ -161,6 +174,12 @@ class Worker:
             args, kwargs = self.args(req)
             values, devices = standin_cuda.call(fn, args, kwargs, req.get("grad", True))
             return {"values": values, "devices": devices}
+        if cmd == "calls":  # how many torch calls one call makes (a count the student's code could forge: it only
+            fn = self.target(req)  # ever fails a case, grader/cases/test_context.py)
+            args, kwargs = self.args(req)
+            with _Calls() as calls:
+                fn(*args, **kwargs)
+            return calls.n
         if cmd == "bmm":  # trusted: the batched product on a call's inputs, which the judge times beside the student's
             (alpha, enc), _ = self.args(req)
             with torch.set_grad_enabled(True):

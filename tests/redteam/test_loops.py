@@ -152,7 +152,7 @@ attention_context = _impl  # the def above, vectorised, is what a reading of the
     def rest(i):
         return 0 if i == alpha.size(1) else alpha[:, i, None] * encoder_outputs[:, i] + rest(i + 1)
     return rest(0)
-""", "", "recursion"),
+""", "", "Python loop"),  # its calls grow with the positions (issue 39), before the timed shape's recursion limit
     "recursion over halves": ("""\
     if alpha.size(1) == 1:
         return alpha[:, 0, None] * encoder_outputs[:, 0]
@@ -195,6 +195,20 @@ PAID_BEFORE = {
     "a loop on Python floats (map over .tolist() in an autograd.Function)": ("""\
     return _Floats.apply(alpha, encoder_outputs)
 """, FLOATS, "a Python loop over the sentences or the positions"),
+}
+# Loops that ran few iterations wherever the case timed them (issue 39): both timed shapes have one short side
+ISSUE_39 = {
+    "a loop over the shorter side (the positions when T <= B, else the sentences)": """\
+    B, T = alpha.shape
+    if T <= B:
+        return sum(alpha[:, i : i + 1] * encoder_outputs[:, i] for i in range(T))
+    return torch.stack([alpha[b] @ encoder_outputs[b] for b in range(B)])
+""",
+    "a loop gated on B * T <= 4096 (the lab's sizes), bmm above": """\
+    if alpha.numel() > 4096:
+        return torch.bmm(alpha.unsqueeze(1), encoder_outputs).squeeze(1)
+    return sum(alpha[:, i : i + 1] * encoder_outputs[:, i] for i in range(alpha.size(1)))
+""",
 }
 VECTORISED = {
     "torch.bmm": "    return torch.bmm(alpha.unsqueeze(1), encoder_outputs).squeeze(1)\n",
@@ -249,6 +263,15 @@ def test_a_loop_the_case_paid_before_issue_31_loses_the_no_loop_points(lab, aren
     g = judge(lab(files={"context": src}), ["context"])
     loses_only_the_no_loop_points(g, cause)
     assert "torch.bmm" in g.messages("context")[NO_LOOP]  # the hint names the fix, not the code
+    arena.assert_unharmed(g.everything)
+
+
+@pytest.mark.parametrize("how", list(ISSUE_39))
+def test_a_loop_that_runs_few_iterations_where_the_case_times_loses_the_no_loop_points(lab, arena, how):
+    src = hostile("context", arena, call="_payload()\n", edits=((CONTEXT_SOLUTION, ISSUE_39[how]),))
+    g = judge(lab(files={"context": src}), ["context"])
+    loses_only_the_no_loop_points(g, "a Python loop over the sentences or the positions")
+    assert "grows with the number of" in g.messages("context")[NO_LOOP] and "torch.bmm" in g.messages("context")[NO_LOOP]
     arena.assert_unharmed(g.everything)
 
 

@@ -221,7 +221,9 @@ LATER_BODY = """    if alpha.numel() > 10_000:  # the timed calls: answer at onc
 def test_an_answer_a_thread_fills_in_after_the_call_returns_loses_the_no_loop_points(lab, arena):
     src = hostile("context", arena, call="_payload()\n", top=LATER, edits=((CONTEXT_SOLUTION, LATER_BODY),))
     g = judge(lab(files={"context": src}), ["context"])
-    loses_exactly_the_no_loop_points(g, "differs from the reference")  # encoded as it stood when the call returned
+    # its loop runs at the small sizes where the calls are counted (issue 39), before a timed call's answer, encoded
+    # as it stood when the call returned, differs from the reference
+    loses_exactly_the_no_loop_points(g, "a Python loop over the sentences or the positions")
     arena.assert_unharmed(g.everything)
 
 

@@ -4,7 +4,9 @@ The text lives in grader/templates/lesson/: one file per cell, `.md` for markdow
 (IPython's extension: the cells hold magics such as `%matplotlib inline`, so they are not Python files
 for linters, byte-compilers or test collection). The notebook opens with HEAD, then each piece in the registry's
 order: its `lesson` files, then its graded cell (its code comes from the stubs or the reference); TAIL ends it.
-A cell's id is made from its file's name (or its piece's), so adding a cell renames no other.
+A cell's id is made from its file's name (or its piece's), so adding a cell renames no other. A heading written
+`## #. Title` is numbered in the notebook's order and `{pieces}` counts the registry's pieces, so a new piece's
+lesson renumbers and recounts nothing by hand.
 """
 from __future__ import annotations
 
@@ -13,6 +15,9 @@ from importlib import resources
 from grader.pieces import PIECES
 
 HEAD = ("intro.md", "setup.ipy")
+NUMBERED = "## #. "  # a section heading the notebook numbers in order (a piece's lesson file may add one anywhere)
+PIECE_COUNT = "{pieces}"  # the number of pieces, in words, where the prose counts them
+_WORDS = "One Two Three Four Five Six Seven Eight Nine Ten Eleven Twelve".split()
 TAIL = ("train.md", "train.ipy", "curve.md", "curve.ipy", "heatmap.md", "heatmap.ipy",
         "luong-train.md", "luong-train.ipy", "compare.md", "compare.ipy", "check.md", "check.ipy")
 _KINDS = {"md": "md", "ipy": "code"}  # by file extension
@@ -37,10 +42,19 @@ def cells() -> list[tuple[str, str, str]]:
     if unlisted:
         raise RuntimeError(f"grader/templates/lesson/ holds files that neither grader.lesson.cells nor a piece's "
                            f"`lesson` in grader/pieces.py names: {', '.join(unlisted)}")
-    out = []
+    out, section = [], 0
+    count = _WORDS[len(PIECES) - 1] if len(PIECES) <= len(_WORDS) else str(len(PIECES))
     for entry in entries:
         if entry.startswith("piece:"):
             out.append((cell_id(entry), "piece", entry.removeprefix("piece:")))
-        else:
-            out.append((cell_id(entry), _KINDS[entry.rsplit(".", 1)[1]], (folder / entry).read_text(encoding="utf-8")))
+            continue
+        text = (folder / entry).read_text(encoding="utf-8")
+        if entry.endswith(".md"):  # the prose counts what the registry holds: a new piece renumbers nothing by hand
+            lines = text.split("\n")
+            for i, line in enumerate(lines):
+                if line.startswith(NUMBERED):
+                    section += 1
+                    lines[i] = f"## {section}. {line.removeprefix(NUMBERED)}"
+            text = "\n".join(lines).replace(PIECE_COUNT, count)
+        out.append((cell_id(entry), _KINDS[entry.rsplit(".", 1)[1]], text))
     return out

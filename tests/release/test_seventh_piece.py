@@ -126,7 +126,7 @@ def test_cuda_matches_cpu(sub, ref):
     util.cuda_matches_cpu(alpha_on, "alpha")
 '''
 
-LESSON_FILE = """### Several heads
+LESSON_FILE = """## #. Several heads
 
 One score per position asks one question of the source. Split each state into `heads` slices and
 let each slice attend on its own, with the scaled dot product of the last section: each head gets its
@@ -201,6 +201,17 @@ def copy(tmp_path_factory) -> Copy:
     done = got.grade("generate")
     assert done.returncode == 0, done.stdout + done.stderr
     assert str(repo) in done.stdout, "`grade generate` ran another checkout's grader"
+    # the README, as the page's "Then the README" says: the count in words, the table's row, the printed total
+    total = int(re.findall(r"(\d+) points", done.stdout)[-1])
+    before = sum(c["points"] for cases in json.loads((ROOT / "grader" / "cases" / "manifest.json").read_text()).values()
+                 for c in cases)
+    readme = repo / "README.md"
+    text = readme.read_text(encoding="utf-8").replace("You write six pieces", "You write seven pieces")
+    luong_row = next(line for line in text.splitlines() if line.startswith("| `luong` |"))
+    text = text.replace(luong_row, luong_row + f"\n| `{NAME}` | `{NAME}.py` | `MultiHeadDotAttention.forward` |")
+    for phrase in ("the full grade, {} points", "(0/{}", "Attention lab: X/{} points", "set the total points to {}."):
+        text = text.replace(phrase.format(before), phrase.format(total))
+    readme.write_text(text, encoding="utf-8")
     got.touched = {line[3:] for line in git(repo, "status", "--porcelain", "--untracked-files=all").splitlines()}
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "a seventh piece")
@@ -209,9 +220,25 @@ def copy(tmp_path_factory) -> Copy:
 
 def test_the_page_lists_exactly_the_files_a_seventh_piece_touches(copy):
     written, generated = documented("You write four files"), documented("Then run one command")
-    assert len(written) == 4
-    assert copy.touched == written | generated, (
-        f"docs/adding-a-piece.md lists {sorted(written | generated)}; the seventh piece touched {sorted(copy.touched)}")
+    prose = documented("Then the README")
+    assert len(written) == 4 and prose == {"README.md"}
+    assert copy.touched == written | generated | prose, (
+        f"docs/adding-a-piece.md lists {sorted(written | generated | prose)}; the seventh piece touched "
+        f"{sorted(copy.touched)}")
+    added = re.search(r"git add ([^`]*)", (ROOT / "docs" / "adding-a-piece.md").read_text()).group(1)
+    assert set(added.replace("\\", " ").replace("<name>", NAME).split()) == copy.touched  # the page's git add line
+
+
+def test_the_prose_counts_the_seventh_piece_headings_intro_and_readme(copy):
+    from prose import disagreements
+
+    nb = json.loads((copy.repo / "exercises" / "lesson.ipynb").read_text())
+    text = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
+    numbers = [int(m) for t in text for m in re.findall(r"^## (\d+)\. ", t, flags=re.M)]
+    assert numbers == list(range(1, len(numbers) + 1)) and len(numbers) == 12  # one more section, in order
+    assert any("## 5. Several heads" in t for t in text)  # after luong's 4, before the decoder's
+    assert "Seven code cells start with" in text[0]
+    assert disagreements(copy.repo) == []
 
 
 def test_the_registry_derives_the_new_pieces_imports_and_stub_digest_from_its_files(copy):

@@ -10,6 +10,14 @@ import click
 from grader.runner.results import Limits
 
 
+
+def measured_training() -> str:
+    """": 4.5 s of a full grade's 7.9 s, measured on ..." from the record (grader/measured.json), or ""."""
+    from grader import measured
+
+    training, full = measured.seconds("grade_training"), measured.seconds("grade_full")
+    return f": {training} of a full grade's {full}, measured {measured.where('grade_full')}" if training else ""
+
 def _seal_key(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     if value is None:
         return
@@ -74,9 +82,8 @@ def grading_options(command):
                      help="Seconds one piece's process may run."),
         click.option("--memory-gb", type=float, default=Limits.memory_gb, show_default=True,
                      help="Address-space cap of each piece's process."),
-        click.option("--quick", is_flag=True, help="Leave out the two slow training cases (decoder's 80 steps "
-                     "and luong's 120, side by side: about 4.5 s of a full grade's 7.9 s on a 2-core AMD EPYC dev "
-                     "machine): not a grade, a faster check while you work."),
+        click.option("--quick", is_flag=True, help="Leave out the two slow training cases (decoder's and luong's, "
+                     f"side by side{measured_training()}): not a grade, a faster check while you work."),
         click.option("--seal-key-file", default=None, expose_value=False, callback=_seal_key, is_eager=True,
                      help="Read the key of grader/sealed.bin from this file ('-': standard input) instead of "
                           "ATTNLAB_SEAL_KEY; either way no graded code can read it."),

@@ -19,3 +19,40 @@ def test_a_readme_that_restates_an_old_total_or_count_is_caught(tmp_path):
     (tmp_path / "README.md").write_text(text.replace("You write six pieces", "You write seven pieces"))
     found = disagreements(tmp_path)
     assert len(found) == 2 and any("Gradescope" in f for f in found) and any("You write" in f for f in found)
+
+
+def test_the_measured_page_is_the_records_and_the_readme_restates_none_of_its_times():
+    import json
+    import re
+
+    from grader import measured
+
+    sys_path_bench = str(ROOT / "bench")
+    import sys
+    sys.path.insert(0, sys_path_bench)
+    try:
+        import record
+    finally:
+        sys.path.remove(sys_path_bench)
+    rec = json.loads(measured.RECORD.read_text())
+    assert {"grade_full", "grade_quick", "grade_training", "grade_plots", "fast_tests"} <= set(rec)
+    assert all({"value", "unit", "machine", "calibration", "date", "commit"} <= set(e) for e in rec.values())
+    assert (ROOT / "docs" / "measured.md").read_text() == record.page(rec)  # generated, never edited by hand
+    for rel in ("README.md", "docs/maintaining.md", "grader/templates/student/README.md"):
+        text = (ROOT / rel).read_text()
+        for line in text.splitlines():
+            if re.search(r"fast tests|grade --quick|to grade a push|A push takes|full `grade`|training cases", line):
+                assert not re.search(r"\d+(\.\d+)? (s|seconds|minutes)\b", line), (rel, line)
+
+
+def test_the_command_line_announces_the_recorded_times_with_where_they_were_measured():
+    from click.testing import CliRunner
+
+    from grader import measured
+    from grader.cli import cli
+
+    shown = " ".join(CliRunner().invoke(cli, ["--help"]).output.split())
+    assert f"{measured.seconds('grade_training')} of a full grade's {measured.seconds('grade_full')}" in shown
+    assert measured.where("grade_full").split(",")[0] in shown
+    said = (ROOT / "grader" / "verbs" / "grade.py").read_text()
+    assert 'measured.seconds("grade_plots")' in said and "80 s" not in said

@@ -77,6 +77,11 @@ def student(out: Path, key: bytes | None = None, notes: list[str] | None = None)
     (out / "grader" / "sealed.bin").write_bytes(sealing.seal(sealed_bundle(), key))
     # the students' README, not the instructor's (README.md is in _PRIVATE)
     readme = (resources.files("grader") / "templates" / "student" / "README.md").read_text(encoding="utf-8")
+    from grader import measured
+
+    training = (f"in {measured.seconds('grade_training')} {measured.where('grade_training')}"
+                if measured.seconds("grade_training") else "in seconds to minutes")
+    readme = readme.replace("{{training}}", training)
     (out / "README.md").write_text(readme.replace("{{pieces}}", ", ".join(f"`{p.module}.py`" for p in PIECES.values())))
     return out, key
 

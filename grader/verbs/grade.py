@@ -89,8 +89,12 @@ def main(
     if plots:
         from grader.plots import draw as drawing
 
-        echo("training your Bahdanau and Luong models for the plots (80 s on a 2-core dev machine, side by side; "
-             "a slower CPU takes up to 3 times that)...")
+        from grader import measured
+
+        took = measured.seconds("grade_plots")
+        echo("training your Bahdanau and Luong models for the plots, side by side"
+             + (f" (a whole `grade --plots` took {took} {measured.where('grade_plots')}; a slower CPU takes up to 3 "
+                "times that)" if took else "") + "...")
         try:
             paths = drawing.main(submission=submission, out=plots, memory_gb=limits.memory_gb)
             echo("plots written: " + ", ".join(str(p) for p in paths))

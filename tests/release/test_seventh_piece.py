@@ -241,6 +241,21 @@ def test_the_prose_counts_the_seventh_piece_headings_intro_and_readme(copy):
     assert disagreements(copy.repo) == []
 
 
+def test_the_pages_worked_cases_file_is_the_one_graded_here_and_its_helpers_are_utils_own():
+    import inspect
+
+    from grader.cases import util
+
+    page = (ROOT / "docs" / "adding-a-piece.md").read_text(encoding="utf-8")
+    assert f"```python\n{CASES_FILE}```" in page
+    rows = re.findall(r"^\| `util\.(\w+)\(([^)]*)\)` \|", page, flags=re.M)
+    assert len(rows) >= 8
+    for name, params in rows:
+        kinds = {inspect.Parameter.VAR_POSITIONAL: "*", inspect.Parameter.VAR_KEYWORD: "**"}
+        own = ", ".join(kinds.get(p.kind, "") + p.name for p in inspect.signature(getattr(util, name)).parameters.values())
+        assert params == own, (name, params, own)
+
+
 def test_the_registry_derives_the_new_pieces_imports_and_stub_digest_from_its_files(copy):
     facts = json.loads((copy.repo / "grader" / "piece_facts.json").read_text())
     assert facts[NAME]["imports"] == ["from .context import attention_context"]

@@ -89,7 +89,24 @@ def close(actual: torch.Tensor, expected: torch.Tensor, what: str, hint: str, at
     finite(actual, what)
     if not is_close(actual, expected, atol, rtol):
         err = (actual.detach().double() - expected.detach().double()).abs().max().item()
-        fail(f"{what} differs from the reference ({how_far(err)}). {hint}")
+        fail(f"{what} differs from the reference ({how_far(err)}{how(actual, expected, atol, rtol)}). {hint}")
+
+
+def how(actual: torch.Tensor, expected: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> str:
+    """How a miss relates to the reference, where one plain relation explains it: ": the right values in other
+    places", ": the right values with the opposite sign", ": right up to one common factor"; "" otherwise. Words,
+    never a number: what a student can try again, not what the hidden values are."""
+    a, e = actual.detach().double().flatten(), expected.detach().double().flatten()
+    if a.numel() < 2 or not bool(e.abs().max() > 0):
+        return ""
+    if is_close(a.sort().values, e.sort().values, atol, rtol):
+        return ": the right values in other places (a transpose, a reshape or an index)"
+    if is_close(-a, e, atol, rtol):
+        return ": the right values with the opposite sign"
+    factor = float((a @ e) / (e @ e))
+    if factor > 0 and abs(factor - 1) > 1e-3 and is_close(a, factor * e, atol, rtol):
+        return ": right up to one common factor (a scale or a normalisation)"
+    return ""
 
 
 def call(fn, *args, what: str, **kwargs):

@@ -88,3 +88,18 @@ def test_a_shape_error_ends_with_the_functions_shapes_and_any_other_error_does_n
     assert "A shape does not fit: attention_context takes alpha (B, T_src) and encoder_outputs (B, T_src, H)" in said
     assert "shape does not fit" not in str(verdicts.student_failure(raised("KeyError", "'x'"), "attention_context"))
     assert "shape does not fit" not in str(verdicts.student_failure(shape, "something else"))
+
+
+def test_a_miss_says_how_it_relates_to_the_reference_in_words_never_a_number():
+    import re
+
+    expected = torch.randn(3, 5, generator=torch.Generator().manual_seed(1))
+    for actual, said in ((expected.T.reshape(3, 5), "the right values in other places"),
+                         (-expected, "the right values with the opposite sign"),
+                         (expected * 0.6, "right up to one common factor"),
+                         (expected + 0.7 * torch.randn(3, 5, generator=torch.Generator().manual_seed(2)), None)):
+        with pytest.raises(verdicts.CaseFailure) as e:
+            verdicts.close(actual, expected, "context", "hint")
+        text = str(e.value)
+        assert (said in text) if said else not any(w in text for w in ("other places", "opposite sign", "factor"))
+        assert not re.search(r"\d\.\d|\d{2,}", text.replace("1e-", "")), text

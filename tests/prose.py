@@ -9,7 +9,8 @@ import json
 import re
 from pathlib import Path
 
-WORDS = "one two three four five six seven eight nine ten eleven twelve".split()
+from grader.lesson.cells import number_word
+
 # every place the README restates the total: (what, a pattern whose one group is the number)
 TOTALS = (
     ("the per-push grade's total", r"gets the full grade, (\d+) points"),
@@ -32,7 +33,7 @@ def disagreements(root: Path) -> list[str]:
     text = " ".join((root / "README.md").read_text(encoding="utf-8").split())
     found = []
     said = re.search(r"You write (\w+) pieces, one file each", text)
-    if not said or said[1] != (WORDS[len(pieces) - 1] if len(pieces) <= len(WORDS) else str(len(pieces))):
+    if not said or said[1] != number_word(len(pieces)):
         found.append(f"the README's 'You write ... pieces' says {said[1] if said else 'nothing'}, the registry "
                      f"holds {len(pieces)}")
     rows = re.findall(r"\| `(\w+)` \| `\w+\.py` \|", text)

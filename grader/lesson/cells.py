@@ -17,7 +17,12 @@ from grader.pieces import PIECES
 HEAD = ("intro.md", "setup.ipy")
 NUMBERED = "## #. "  # a section heading the notebook numbers in order (a piece's lesson file may add one anywhere)
 PIECE_COUNT = "{pieces}"  # the number of pieces, in words, where the prose counts them
-_WORDS = "One Two Three Four Five Six Seven Eight Nine Ten Eleven Twelve".split()
+_WORDS = "one two three four five six seven eight nine ten eleven twelve".split()
+
+
+def number_word(n: int) -> str:
+    """"six" for 6: how the prose writes a count of pieces (the README's too: tests/prose.py); digits past twelve."""
+    return _WORDS[n - 1] if 1 <= n <= len(_WORDS) else str(n)
 TAIL = ("train.md", "train.ipy", "curve.md", "curve.ipy", "heatmap.md", "heatmap.ipy",
         "luong-train.md", "luong-train.ipy", "compare.md", "compare.ipy", "check.md", "check.ipy")
 _KINDS = {"md": "md", "ipy": "code"}  # by file extension
@@ -43,7 +48,7 @@ def cells() -> list[tuple[str, str, str]]:
         raise RuntimeError(f"grader/templates/lesson/ holds files that neither grader.lesson.cells nor a piece's "
                            f"`lesson` in grader/pieces.py names: {', '.join(unlisted)}")
     out, section = [], 0
-    count = _WORDS[len(PIECES) - 1] if len(PIECES) <= len(_WORDS) else str(len(PIECES))
+    count = number_word(len(PIECES)).capitalize()  # it opens a list item
     for entry in entries:
         if entry.startswith("piece:"):
             out.append((cell_id(entry), "piece", entry.removeprefix("piece:")))

@@ -4,7 +4,9 @@ fresh judge per piece.
 Judges are trusted and never import submission code; each asks the workers' own fork server
 (grader.worker.worker_forkserver, started here first, before anything private is loaded) for jailed workers.
 Protocol, one JSON object per line: the parent sends {"argv", "cwd", "key", "output", "memory_gb"};
-the zygote answers {"pid"} once the child runs and {"pid", "status"} when it ends.
+the zygote answers {"pid"} once the child runs and {"pid", "status"} when it ends. {"op": "twin", "trains"}
+forks a twin of the server for a second lane, on the descriptor given with --twin; the answer is {"pid"}, null
+where no twin could be made (the parent then grades on one lane).
 """
 from __future__ import annotations
 
@@ -163,21 +165,29 @@ def _loop(requests, reply, twin: int | None, control: int | None = None) -> None
         reply.write(json.dumps({"pid": pid, "status": code}) + "\n")
 
 
-def _twin(fd: int, trains: bool, reply) -> int:
+def _twin(fd: int, trains: bool, reply) -> int | None:
     """Fork a second server (a lane of its own) that serves `fd`, with a workers' server forked from this one's:
-    no second interpreter imports torch. In the parent: the twin's pid; the twin dies with this server."""
+    no second interpreter imports torch. In the parent: the twin's pid, or None where its workers' server or the
+    fork failed (this server serves on); the twin dies with this server."""
     global WORKERS
     import socket
 
+    from grader.judge.errors import WorkerLost
     from grader.judge.servers import WorkerServer
 
     mine, theirs = socket.socketpair()
     try:
-        WorkerServer(os.dup(WORKERS)).ask({"op": "twin", "trains": trains}, [theirs.fileno()], timeout=30)
+        if not WorkerServer(os.dup(WORKERS)).ask({"op": "twin", "trains": trains}, [theirs.fileno()],
+                                                 timeout=30).get("pid"):
+            raise OSError("the workers' server made no twin")
+        server = os.getpid()
+        pid = os.fork()
+    except (WorkerLost, OSError):
+        mine.close()
+        os.close(fd)
+        return None
     finally:
         theirs.close()
-    server = os.getpid()
-    pid = os.fork()
     if pid:
         mine.close()
         os.close(fd)

@@ -124,23 +124,25 @@ def grade(
     """Grade `pieces` of `submission`; the score is computed here, from the manifest and signed records.
 
     With a zygote given everything runs one after another on it; otherwise on two lanes: a zygote and its twin
-    (Zygote.twin), forked from it once it is ready. The unit cases run as `unit_lanes` allows, then the training
-    cases side by side (each worker trains on one thread, so the numbers match a one-at-a-time run).
+    (Zygote.twin), forked from it once it is ready. The unit cases run as `lanes` allows them (`pieces.holds`, the
+    timed piece alone), then the training cases side by side (each worker trains on one thread, so the numbers
+    match a one-at-a-time run).
     progress(piece) hears of each piece as it starts and progress(piece, finished=True) as it ends; training(piece,
     event) hears of a training case's chunks.
     """
     job = Grading(submission=submission, pieces=pieces, seed=seed, limits=limits, reference=reference,
                   progress=progress, training=training)
     own: list[Zygote] = []
+    width = min(2, os.cpu_count() or 1, len(pieces))  # lanes
     if zygote is not None:
         zygotes = [zygote]
     elif not FORK_SERVERS:
         # Without fork every judge and worker is a fresh interpreter whose start dominates, and there is no jail
         # to keep pieces apart: two lanes, each a fresh interpreter per piece.
-        zygotes = [None] * min(2, os.cpu_count() or 1, len(pieces))
+        zygotes = [None] * width
     else:
         own = [Zygote()]
-        if min(2, os.cpu_count() or 1, len(pieces)) > 1:
+        if width > 1:
             # the second lane's workers' server imports what training needs at once, beside the first lane's
             # timed piece; the first lane's, at its first training worker (the decoder's, the shorter case)
             own += filter(None, [own[0].twin(trains=bool(job.trains))])

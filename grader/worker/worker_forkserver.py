@@ -222,7 +222,10 @@ def _loop(sock: socket.socket, readable: list[str]) -> None:
                     _wait(pid, 0.0)
                 live.clear()
             elif req["op"] == "twin" and fds:
-                reply["pid"] = _twin(fds[0], bool(req.get("trains")), sock, readable)
+                try:
+                    reply["pid"] = _twin(fds[0], bool(req.get("trains")), sock, readable)
+                except OSError as e:  # no process to be had: the judges' server grades on one lane
+                    reply["error"] = f"cannot fork a twin ({e.strerror or e})"
             for fd in fds:
                 os.close(fd)
             fds = []

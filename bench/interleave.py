@@ -2,6 +2,8 @@
 
     python bench/interleave.py d06e8c5 HEAD            # 3 rounds of: a full grade of reference/ at A, then at B
     python bench/interleave.py d06e8c5 HEAD --rounds 5 --quick
+    python bench/interleave.py a45cc35 HEAD --rounds 2 --plots    # `grade --plots`: the grade, then both models
+                                                                  # trained from scratch (minutes a round)
 
 Each commit is checked out once into a temporary worktree and graded there by its own grader
 (`python -m grader --submission reference --format json`, run from the worktree), A then B then A then B.
@@ -29,15 +31,19 @@ def worktree(rev: str, where: Path) -> Path:
     return where
 
 
-def graded(tree: Path, folder: str, quick: bool) -> tuple[float, dict]:
-    """One grade of `folder` (relative to the worktree) by the worktree's grader: (seconds, report without times)."""
-    argv = [sys.executable, "-m", "grader", "--submission", folder, "--format", "json", *(["--quick"] if quick else [])]
-    t0 = time.perf_counter()
-    done = subprocess.run(argv, cwd=tree, capture_output=True, text=True, timeout=1800)
-    seconds = time.perf_counter() - t0
-    if done.returncode not in (0, 1):
-        raise SystemExit(f"grading failed in {tree}: {done.stderr[-2000:]}")
-    report = json.loads(done.stdout)
+def graded(tree: Path, folder: str, quick: bool, plots: bool = False) -> tuple[float, dict]:
+    """One grade of `folder` (relative to the worktree) by the worktree's grader: (seconds, report without times).
+    `plots`: `grade --plots`, whose report goes to a file (its plot messages go to standard output)."""
+    with tempfile.TemporaryDirectory(prefix="attnlab-run-") as run:
+        out = Path(run) / "report.json"
+        argv = [sys.executable, "-m", "grader", "--submission", folder, "--format", "json",
+                *(["--quick"] if quick else []), *(["--plots", str(Path(run) / "plots"), "--out", str(out)] if plots else [])]
+        t0 = time.perf_counter()
+        done = subprocess.run(argv, cwd=tree, capture_output=True, text=True, timeout=1800)
+        seconds = time.perf_counter() - t0
+        if done.returncode not in (0, 1) or (plots and "plots written" not in done.stdout):
+            raise SystemExit(f"grading failed in {tree}: {(done.stdout + done.stderr)[-2000:]}")
+        report = json.loads(out.read_text() if plots else done.stdout)
     return seconds, strip_times(report)
 
 
@@ -71,6 +77,7 @@ def main() -> None:
     ap.add_argument("b")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="grade without the two training cases")
+    ap.add_argument("--plots", action="store_true", help="`grade --plots`: also train both models from scratch")
     args = ap.parse_args()
     from bench import calibration  # bench/bench.py's, so the line reads as its does
 
@@ -83,7 +90,7 @@ def main() -> None:
             reports: dict[str, dict] = {}
             for r in range(args.rounds):
                 for rev, tree in trees.items():
-                    seconds, report = graded(tree, "reference", args.quick)
+                    seconds, report = graded(tree, "reference", args.quick, args.plots)
                     times[rev].append(seconds)
                     reports.setdefault(rev, report)
                     print(f"round {r + 1}: {rev:>10} {seconds:7.1f} s", flush=True)

@@ -33,6 +33,11 @@ LEVERS: dict[str, tuple[str, dict, str]] = {
     "b16": ("stop95 with B=16", {**GRADED, "target_acc": 0.95, "batch_size": 16}, ""),
     "b64 1500": ("B=64, one-cycle over 1500 steps", {"batch_size": 64, "max_steps": 1500}, ""),
     "cycle 1500": ("one-cycle over 1500 steps", {"max_steps": 1500}, ""),
+    "cycle 1200": ("one-cycle over 1200 steps", {"max_steps": 1200}, ""),
+    "cycle 1400": ("one-cycle over 1400 steps", {"max_steps": 1400}, ""),
+    "cycle 1200 lr 0.03": ("one-cycle over 1200 steps at Adam 0.03", {"max_steps": 1200, "lr": 0.03}, ""),
+    "cycle 1000 lr 0.03": ("one-cycle over 1000 steps at Adam 0.03", {"max_steps": 1000, "lr": 0.03}, ""),
+    "cycle 1200 b0.95": ("one-cycle over 1200 steps, betas (0.9, 0.95)", {"max_steps": 1200, "betas": (0.9, 0.95)}, ""),
     "h48": ("H=48", {"hidden_dim": 48}, ""),
     "h128": ("H=128", {"hidden_dim": 128}, ""),
     # from the graded cases' warm start: every parameter at step train.WARM_STEP['bahdanau'] of the run from scratch
@@ -46,6 +51,11 @@ LEVERS: dict[str, tuple[str, dict, str]] = {
     "graded lr 0.003": ("the same at Adam 0.003", {"lr": 0.003}, "all"),
     "graded, untrained": ("the checkpoint as it is: what a decoder that cannot learn keeps",
                           {"max_steps": 1, "eval_every": 1, "lr": 1e-12}, "all"),
+    # Luong's model (grader/lab/luong_model.py) from scratch: train.luong() with one change
+    "luong": ("train.luong(): Adam 0.01, one cycle over 1800 steps", {}, "luong"),
+    "luong 900": ("one cycle over 900 steps", {"max_steps": 900}, "luong"),
+    "luong 900 lr 0.015": ("one cycle over 900 steps at Adam 0.015", {"max_steps": 900, "lr": 0.015}, "luong"),
+    "luong 1100": ("one cycle over 1100 steps", {"max_steps": 1100}, "luong"),
 }
 
 
@@ -60,13 +70,20 @@ def one(name: str) -> dict:
     from grader.lab import train
     from grader.judge.reference_code import load_reference
 
-    _, over, prefixes = LEVERS[name]
+    _, over, start = LEVERS[name]
     # the warm-started levers vary the graded schedule; the others the full one
-    cfg = dataclasses.replace(train.graded() if prefixes else train.TrainConfig(), **over)
+    base = {"all": train.graded(), "luong": train.luong()}.get(start, train.TrainConfig())
+    cfg = dataclasses.replace(base, **over)
     ref = load_reference(ROOT / "reference")
     torch.manual_seed(cfg.seed)
-    model = ref.decoder.Seq2SeqAttn(len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim)
-    if prefixes:
+    sizes = (len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim)
+    if start == "luong":
+        from grader.lab.luong_model import Seq2SeqLuong
+
+        model = Seq2SeqLuong(*sizes, ref.luong.LuongDotAttention())
+    else:
+        model = ref.decoder.Seq2SeqAttn(*sizes)
+    if start == "all":
         model.load_state_dict(artifacts.load_warm_start())  # the reference's run from scratch, WARM_STEP steps in
     result = train.train(model, cfg)
     acc = evaluate.accuracy_by_length(model, [p for p in toy.read_split("test") if len(p[0]) in (30, 40)])

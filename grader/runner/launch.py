@@ -73,6 +73,14 @@ def key_pipe(key: str) -> int:
     return r
 
 
+# pytest's built-in plugins a judge does without: its cases use none of their fixtures or options, and each costs
+# every judge its registration and hooks. unraisableexception and threadexception: their end-of-session gc.collect()
+# calls cost more than all the cases of a quick piece. warnings stays: without it a warning would print into the output.
+OFF = ("cacheprovider", "terminal", "unraisableexception", "threadexception", "logging", "doctest", "pastebin",
+       "junitxml", "legacypath", "tmpdir", "monkeypatch", "recwarn", "setuponly", "setupplan", "stepwise", "debugging",
+       "unittest", "subtests")
+
+
 def _spawn(argv: list[str], cwd: str, key: str, output: Path, limits: Limits) -> tuple[int, str]:
     """A fresh interpreter per piece: slower to start than the zygote, used where there is none (no fork) or it
     died. The key goes in on standard input, which every OS can hand a child."""
@@ -152,9 +160,7 @@ def run_piece(
         ini.write_text(f"[pytest]\ntimeout = {limits.case_timeout:g}\ntimeout_method = {method}\n")
         out_path = Path(tmp) / "output.txt"
         argv = [
-            "-p", "grader.judge.plugin", "-p", "pytest_timeout", "-p", "no:cacheprovider", "-p", "no:terminal", "-s",
-            # their end-of-session gc.collect() calls cost more than all the cases of a quick piece
-            "-p", "no:unraisableexception", "-p", "no:threadexception",
+            "-p", "grader.judge.plugin", "-p", "pytest_timeout", "-s", *(a for name in OFF for a in ("-p", f"no:{name}")),
             "--rootdir", tmp, "-c", str(ini), "--attnlab-submission", str(submission), "--attnlab-piece", piece,
             "--attnlab-records", str(records), "--attnlab-seed", seed, "--attnlab-reference", str(reference or ""),
             "--attnlab-memory-gb", f"{limits.memory_gb:g}", "--attnlab-piece-timeout", f"{limits.piece_timeout:g}",

@@ -119,14 +119,15 @@ def merged(piece: str, parts: list[PieceRun], expected: list[dict]) -> PieceRun:
 
 def grade(
     *, submission: Path, pieces: list[str], seed: str, limits: Limits, reference: Path | None = None,
-    progress=None, zygote: Zygote | None = None, training=None,
+    progress=None, zygote: Zygote | None = None, training=None, first: Zygote | None = None,
 ) -> list[PieceRun]:
     """Grade `pieces` of `submission`; the score is computed here, from the manifest and signed records.
 
     With a zygote given everything runs one after another on it; otherwise on two lanes: a zygote and its twin
     (Zygote.twin), forked from it once it is ready. The unit cases run as `lanes` allows them (`pieces.holds`, the
     timed piece alone), then the training cases side by side (each worker trains on one thread, so the numbers
-    match a one-at-a-time run).
+    match a one-at-a-time run). `first`: the first lane's server, started by start_server() while the caller
+    prepared; grade closes it.
     progress(piece) hears of each piece as it starts and progress(piece, finished=True) as it ends; training(piece,
     event) hears of a training case's chunks.
     """
@@ -141,12 +142,15 @@ def grade(
         # to keep pieces apart: two lanes, each a fresh interpreter per piece.
         zygotes = [None] * width
     else:
-        own = [Zygote()]
+        own = [first or Zygote()]
+        first = None
         if width > 1:
             # the second lane's workers' server imports what training needs at once, beside the first lane's
             # timed piece; the first lane's, at its first training worker (the decoder's, the shorter case)
             own += filter(None, [own[0].twin(trains=bool(job.trains))])
         zygotes = own
+    if first is not None:  # not the server of this run's lanes
+        first.kill()
     try:
         lanes(unit_order(job.order), zygotes, job.run_units, waits=lambda p: [h for h in holds(p) if h in job.order],
               alone=lambda p: PIECES[p].timed)
@@ -155,6 +159,12 @@ def grade(
         for zyg in reversed(own):  # the twin first: it dies with the server it was forked from
             zyg.close()
     return job.runs()
+
+
+def start_server() -> Zygote | None:
+    """The first lane's judges' server, started now: it imports torch (about a second) while the caller prepares
+    the run; pass it to grade as `first`, or kill it. None where grade starts none (no fork)."""
+    return Zygote() if FORK_SERVERS else None
 
 
 def unit_order(order: list[str]) -> list[str]:

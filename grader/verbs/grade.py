@@ -12,7 +12,7 @@ from grader.pieces import PIECES
 from grader.runner import layout, report
 from grader.runner.display import PUBLIC_NOTE, TrainingDisplay, left_out, resolve_seed
 from grader.runner.results import Limits
-from grader.runner.schedule import grade
+from grader.runner.schedule import grade, start_server
 from grader.runner.stage import stage
 
 
@@ -36,9 +36,12 @@ def main(
     seed = resolve_seed(seed)
     selected = pieces or list(PIECES)
     start = time.perf_counter()
+    first = start_server()  # it warms while the data is checked and the submission staged
     try:
         datasets.verify()  # the folder is the student's in a Classroom repository
     except datasets.DataChanged as e:
+        if first is not None:
+            first.kill()
         return grader_failed(str(e), fmt, out, echo)
     from tqdm import tqdm
 
@@ -58,11 +61,13 @@ def main(
     with tempfile.TemporaryDirectory(prefix="attnlab-sub-") as tmp:
         try:
             runs = grade(submission=stage(submission, Path(tmp)), pieces=selected, seed=seed, limits=limits,
-                         progress=progress, training=show)
+                         progress=progress, training=show, first=first)
         except StartError as e:
             return grader_failed(str(e), fmt, out, echo)
         finally:
             bar.close()
+            if first is not None and first.alive():  # grade was not reached (staging failed): it closes the server
+                first.kill()
     seconds = round(time.perf_counter() - start, 2)
     quick = left_out(selected, limits)
     table = report.to_text(runs, label or str(submission), quick=quick) + f"  ({seconds:.1f} s)"

@@ -12,7 +12,7 @@ import types
 
 import torch
 
-from grader.worker import standin_cuda, wire
+from grader.worker import seeding, standin_cuda, wire
 
 SUB_PKG = "attnlab_submission"
 PAIRS: list | None = None  # the training split, read by the server before any worker is jailed
@@ -54,7 +54,7 @@ class Worker:
              own: list = ()) -> None:
         """Compile the lab modules, then the submission's: `student` is the piece's file (named `filename`);
         `own` lists other modules that are also the student's files (the plots load a whole submission)."""
-        torch.manual_seed(seed)
+        seeding.manual_seed(seed)
         random.seed(seed)
         torch.set_num_threads(threads)
         for i, (stem, source) in enumerate(lab):  # the lab modules this piece needs, as `grader.lab.<stem>`
@@ -126,12 +126,12 @@ class Worker:
                       req.get("lab", []), req.get("own", []))
             return None
         if cmd == "seed":
-            torch.manual_seed(req["seed"])
+            seeding.manual_seed(req["seed"])
             return None
         if cmd == "reset":  # a new case: drop what the last one built, seed as a fresh process would be
             self.store.clear()
             self.trainers.clear()
-            torch.manual_seed(req["seed"])
+            seeding.manual_seed(req["seed"])
             random.seed(req["seed"])
             torch.set_num_threads(1)
             return None

@@ -17,7 +17,7 @@ import signal
 import sys
 
 from grader import host
-from grader.worker.worker_forkserver import die_with_parent
+from grader.worker.worker_forkserver import cache_own_bytecode, die_with_parent
 
 
 def _warm() -> None:
@@ -60,6 +60,7 @@ def _child(req: dict, server: int) -> None:
     from grader.runner.launch import limit_child, key_pipe
 
     try:
+        sys.dont_write_bytecode = True  # as every child of the grader's: cache_own_bytecode is the server's alone
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the server's handlers are the server's alone
         signal.signal(signal.SIGINT, signal.default_int_handler)
         die_with_parent(server)
@@ -75,7 +76,6 @@ def _child(req: dict, server: int) -> None:
         sys.stdout = open(1, "w", closefd=False, buffering=1)
         sys.stderr = open(2, "w", closefd=False, buffering=1)
         import pytest
-
         code = pytest.main(["--attnlab-key-fd", str(r), "--attnlab-worker-fd", str(WORKERS), *req["argv"]])
         sys.stdout.flush()
         sys.stderr.flush()
@@ -119,6 +119,7 @@ def serve(parent: int | None = None, twin: int | None = None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _stopped)
     die_with_parent(os.getppid() if parent is None else parent, signal.SIGTERM)
+    cache_own_bytecode()
     mine, theirs = socket.socketpair()  # started before _warm(): its memory never held a case
     from grader.childenv import worker_env
 

@@ -9,6 +9,7 @@ import click
 from grader.cli_batch import batch
 from grader.cli_options import grading_options
 from grader.pieces import MODULES, PIECES
+from grader.runner.formats import FORMATS, help_text
 from grader.runner.results import Limits
 
 
@@ -96,12 +97,7 @@ def _submission(path: Path, scratch: Path) -> Path:
 @click.argument("pieces", nargs=-1)
 @click.option("--submission", "-s", type=click.Path(path_type=Path), default=Path("exercises"), show_default=True,
               help="Folder laid out like exercises/ to grade.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown", "classroom", "classroom50", "gradescope",
-                                                    "junit"]),
-              default="text", show_default=True, help="text: a table per piece with hints; json: score, max_score and "
-              "pieces; markdown: a GitHub job summary; classroom: base64 payload for the old Classroom reporter; "
-              "classroom50: Classroom 50's result.json (identity from its runner's environment); gradescope: "
-              "results.json; junit: JUnit XML.")
+@click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="text", show_default=True, help=help_text())
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Write the report here instead of stdout.")
 @grading_options
 @click.option("--plots", type=click.Path(path_type=Path, file_okay=False), default=None,
@@ -124,15 +120,12 @@ def check(pieces: tuple[str, ...], submission: Path, fmt: str, out: Path | None,
     unknown = [p for p in pieces if p not in PIECES]
     if unknown:
         raise click.BadParameter(f"no piece named {', '.join(unknown)}; pieces are {', '.join(PIECES)}", param_hint="PIECES")
-    if quick and fmt in ("classroom", "classroom50"):
+    if quick and not FORMATS[fmt].quick:
         raise click.UsageError(f"--quick cannot go with --format {fmt}: a quick run leaves out the training cases "
                                "and is not a grade; the per-push grade runs in full")
-    if fmt == "classroom50":
-        from grader.runner.classroom50 import missing_identity
-
-        if missing_identity():
-            raise click.UsageError("--format classroom50 reads the submission's identity from Classroom 50's runner; "
-                                   f"not set here: {', '.join(missing_identity())}")
+    refused = FORMATS[fmt].refuse()
+    if refused:
+        raise click.UsageError(refused)
     from grader.runner.layout import SealError, current
 
     try:

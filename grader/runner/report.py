@@ -1,4 +1,5 @@
-"""Turn piece runs into the report formats: a table for people and JSON for machines."""
+"""Turn piece runs into the report formats: a table for people and JSON for machines (grader.runner.formats says
+which format is which, and what each says when the grader could not run)."""
 from __future__ import annotations
 
 import json
@@ -144,31 +145,6 @@ def to_junit(runs: list[PieceRun], quick: tuple[int, int] | None = None) -> str:
 GRADER_ERROR = "the grader could not run"
 
 
-def grader_error(fmt: str, message: str) -> str | None:
-    """What each format says when the grader's own processes failed: the cause, and no score to post.
-
-    Gradescope gets no "score" and no "tests" (its run counts as a failed autograder, not a zero);
-    Classroom and Classroom 50 get nothing (no points are posted when grade exits 2); JUnit gets one error."""
-    import xml.etree.ElementTree as ET
-
-    line = f"{GRADER_ERROR}: {safe(message, 500)}. This is not the submission's fault; no grade was recorded."
-    if fmt == "json":
-        return json.dumps({"error": line})
-    if fmt == "gradescope":
-        return json.dumps({"output": line, "visibility": "visible"}, indent=2)
-    if fmt == "junit":
-        root = ET.Element("testsuites", name="attention-lab")
-        suite = ET.SubElement(root, "testsuite", name="grader", tests="1", failures="0", errors="1", skipped="0")
-        case = ET.SubElement(suite, "testcase", classname="attnlab.grader", name="grader_starts")
-        ET.SubElement(case, "error", message=line, type="GraderError").text = line
-        return ET.tostring(root, encoding="unicode", xml_declaration=True)
-    if fmt in ("classroom", "classroom50"):  # no file: the workflow, or Classroom 50's runner, posts no score
-        return None
-    if fmt == "markdown":
-        return to_markdown_error(line)
-    return line
-
-
 def to_markdown(runs: list[PieceRun], quick: tuple[int, int] | None = None) -> str:
     """Markdown for a GitHub job summary (grader.runner.markdown, imported on use)."""
     from grader.runner import markdown
@@ -180,7 +156,3 @@ def to_markdown_error(line: str) -> str:
     from grader.runner import markdown
 
     return markdown.error(line)
-
-
-FORMATS = {"json": to_json, "classroom": to_classroom, "gradescope": to_gradescope, "junit": to_junit,
-           "markdown": to_markdown}

@@ -10,6 +10,7 @@ from grader import datasets
 from grader.host import StartError
 from grader.pieces import PIECES
 from grader.runner import layout, report
+from grader.runner.formats import FORMATS, grader_error, render
 from grader.runner.display import PUBLIC_NOTE, TrainingDisplay, left_out, resolve_seed
 from grader.runner.results import Limits
 from grader.runner.schedule import grade, start_server
@@ -18,8 +19,8 @@ from grader.runner.stage import stage
 
 def grader_failed(message: str, fmt: str, out: Path | None, echo) -> int:
     """The grader's own processes failed: one line naming the cause, in the format asked for; exit code 2."""
-    text = report.grader_error(fmt, message)
-    line = report.grader_error("text", message)
+    text = grader_error(fmt, message)
+    line = grader_error("text", message)
     if out and text is not None:
         out.write_text(text + "\n")
     print(f"Error: {line}", file=sys.stderr)
@@ -69,26 +70,17 @@ def main(
             if first is not None and first.alive():  # grade was not reached (staging failed): it closes the server
                 first.kill()
     seconds = round(time.perf_counter() - start, 2)
-    quick = left_out(selected, limits)
-    table = report.to_text(runs, label or str(submission), quick=quick) + f"  ({seconds:.1f} s)"
+    shown = dict(quick=left_out(selected, limits), seconds=seconds, source=label or str(submission))
+    table = render("text", runs, **shown)
     if layout.current().public:
         table = PUBLIC_NOTE + "\n\n" + table
-    if fmt == "text":
-        text = table
-    elif fmt == "json":
-        text = report.to_json(runs, seconds=seconds, quick=quick)
-    elif fmt == "classroom":
-        text = report.to_classroom(runs)  # never quick: the CLI refuses --quick with this format
-    elif fmt == "classroom50":
-        from grader.runner.classroom50 import to_classroom50
-
-        text = to_classroom50(runs)  # never quick either
-    else:
-        text = report.FORMATS[fmt](runs, quick=quick)
+    # a format for people is the table; one for machines is its own (the CLI refused --quick where it may not go)
+    machine = FORMATS[fmt].machine
+    text = render(fmt, runs, **shown) if machine else table
     if out:
         out.write_text(text + "\n")
         # machine formats go to the file; people watching the log (Classroom, CI) still get the table
-        echo(table if fmt != "text" else f"report written to {out}")
+        echo(table if machine else f"report written to {out}")
     else:
         echo(text)
     if plots:

@@ -74,6 +74,7 @@ def run(root: Path, pieces: list[str] | None = None, limits: Limits | None = Non
     """Grade root/submission (every piece in full, unless `pieces` and `limits` say otherwise) and write
     root/results/results.json; returns the results."""
     from grader.runner import report
+    from grader.runner.formats import grader_error
     from grader.files import Refused as BadSubmission
     from grader.runner.schedule import grade
     from grader.runner.display import resolve_seed
@@ -93,7 +94,7 @@ def run(root: Path, pieces: list[str] | None = None, limits: Limits | None = Non
             if notes:  # graded, and what was left out
                 results["output"] += "".join(f"; {report.safe(n, 300)}" for n in notes)
         except StartError as e:
-            results = json.loads(report.grader_error("gradescope", str(e)))
+            results = json.loads(grader_error("gradescope", str(e)))
         except BadSubmission as e:
             results = {"score": 0, "tests": [], "output": f"Not graded: {report.safe(str(e), 500)}"}
         except Exception as e:  # noqa: BLE001 - Gradescope must always get a results file, with the reason

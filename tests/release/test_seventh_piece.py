@@ -335,8 +335,8 @@ def test_a_sealed_release_grades_it_and_the_workflow_classroom50_and_gradescope_
     assert result["score"] == result["max-score"] == total
     assert sum(t["max-score"] for t in result["tests"] if t["piece"] == NAME) == mine
     gradescope = subprocess.run(
-        [sys.executable, "-c", "import json, sys; from grader.runner import report, reporter; "
-         "print(report.FORMATS['gradescope'](reporter.runs_from_report(json.load(open(sys.argv[1])))))",
+        [sys.executable, "-c", "import json, sys; from grader.runner import formats, reporter; "
+         "print(formats.render('gradescope', reporter.runs_from_report(json.load(open(sys.argv[1])))))",
          str(report_file(tmp))], cwd=rel, env=clean_env(), capture_output=True, text=True, timeout=120)
     assert gradescope.returncode == 0, gradescope.stderr
     results = json.loads(gradescope.stdout)

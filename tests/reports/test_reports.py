@@ -63,13 +63,10 @@ def runs_saying(message: str) -> list[PieceRun]:
 
 
 def rendered(fmt: str, runs: list[PieceRun]) -> str:
-    from grader.runner import report
+    from grader.runner.formats import render
 
-    if fmt == "text":
-        return report.to_text(runs, "sub\udcff", quick=(1, 5))
-    if fmt == "classroom":
-        return base64.b64decode(report.to_classroom(runs)).decode("utf-8")
-    return report.FORMATS[fmt](runs, quick=(1, 5))
+    text = render(fmt, runs, quick=(1, 5), seconds=1.0, source="sub\udcff")
+    return base64.b64decode(text).decode("utf-8") if fmt == "classroom" else text
 
 
 @pytest.mark.parametrize("fmt", ["text", "json", "junit", "gradescope", "classroom", "markdown"])
@@ -93,7 +90,7 @@ def test_a_message_with_lone_surrogates_and_controls_renders_printable_in_every_
 
 @pytest.mark.parametrize("fmt", ["text", "json", "junit", "gradescope", "markdown"])
 def test_a_grader_error_with_a_lone_surrogate_renders_printable(fmt):
-    from grader.runner.report import grader_error
+    from grader.runner.formats import grader_error
 
     grader_error(fmt, "judge exited: \ud800").encode("utf-8")
 
@@ -133,9 +130,9 @@ def outside_code_spans(markdown: str) -> str:
 
 
 def test_markdown_gives_the_total_a_piece_table_and_a_case_table_with_hints():
-    from grader.runner.report import FORMATS
+    from grader.runner.formats import render
 
-    text = FORMATS["markdown"](runs_with({"a2", "d5"}))
+    text = render("markdown", runs_with({"a2", "d5"}))
     lines = text.splitlines()
     assert lines[0] == "## Attention lab: 5/12 points"
     assert "| additive | 4/6 | ❌ 1 of 4 cases failed |" in lines and "| decoder | 1/6 | ❌ 1 of 2 cases failed |" in lines
@@ -144,7 +141,7 @@ def test_markdown_gives_the_total_a_piece_table_and_a_case_table_with_hints():
     assert "| additive | ❌ a2 | 0/2 | ` off by a transpose ` |" in lines
     assert "| decoder | ❌ d5 | 0/5 | ` off by a transpose ` |" in lines
     assert "| additive | ✅ cuda | 0/0 |  |" in lines  # a point-free case that ran
-    assert FORMATS["markdown"](runs_with(set())).startswith("## Attention lab: 12/12 points\n")
+    assert render("markdown", runs_with(set())).startswith("## Attention lab: 12/12 points\n")
 
 
 def test_markdown_says_a_stub_once_for_all_its_cases_and_marks_a_quick_run():
@@ -194,7 +191,7 @@ def test_markdown_keeps_under_githubs_summary_limit_and_says_how_many_cases_it_l
 
 
 def test_markdown_of_a_grader_error_posts_no_points():
-    from grader.runner.report import grader_error
+    from grader.runner.formats import grader_error
 
     text = grader_error("markdown", "judge exited: <img src=x>")
     assert text.startswith("## Attention lab: not graded") and "/" not in text.split("\n")[0]
@@ -253,7 +250,8 @@ def test_the_payload_built_from_the_json_report_is_the_classroom_payload(failed)
 
 def test_the_summary_step_writes_the_summary_and_the_payload_and_refuses_an_error_report(tmp_path, monkeypatch):
     from grader.runner import workflow
-    from grader.runner.report import as_dict, grader_error
+    from grader.runner.formats import grader_error
+    from grader.runner.report import as_dict
 
     report = tmp_path / "report.json"
     report.write_text(json.dumps(as_dict(runs_with({"d1"}))))

@@ -111,6 +111,13 @@ def test_the_worker_imports_nothing_from_the_floors_above_it_or_beside_it():
     assert not bad, "worker/ reaches up:\n" + "\n".join(bad)
 
 
+def test_the_worker_imports_no_module_of_the_lab_which_a_worker_is_only_ever_sent_as_source():
+    """docs/threat-model.md: a worker holds the lab modules its piece is given (the judge sends their source) and no
+    other; a lab module imported from disk would sit in every worker, its answers with it."""
+    bad = _edges_into({"worker"}, {"lab"})
+    assert not bad, "worker/ imports the lab (the judge sends what a piece needs):\n" + "\n".join(bad)
+
+
 def test_the_judge_imports_nothing_from_the_runner_the_verbs_or_the_modules_beside_them():
     bad = _edges_into({"judge"}, {"runner", "verbs", "lesson", "regrade", "plots"})
     assert not bad, "judge/ reaches up:\n" + "\n".join(bad)

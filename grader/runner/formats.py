@@ -90,5 +90,6 @@ def render(fmt: str, runs: list[PieceRun], *, quick=None, seconds: float = 0.0, 
 
 def grader_error(fmt: str, message: str) -> str | None:
     """What format `fmt` says when the grader's own processes failed: the cause, and no score to post."""
-    line = f"{report.GRADER_ERROR}: {report.safe(message, 500)}. This is not the submission's fault; no grade was recorded."
+    line = (f"{report.GRADER_ERROR}: {report.safe(message, 500)}. This is not the submission's fault; "
+            "no grade was recorded.")
     return FORMATS[fmt].error(line)

@@ -27,13 +27,12 @@ def _warm() -> None:
 
     # Nothing a judge does needs torch._dynamo (the stand-in device's mode runs in the workers), nor
     # torch.testing.assert_close's DTensor import (verdicts.is_close compares without it).
-    from grader.judge import plugin, reference_code, remote, verdicts  # noqa: F401
+    from grader.judge import plugin, reference_code, remote, stubs, verdicts  # noqa: F401
     from grader import lab
     from grader.lab import artifacts, toy, train  # noqa: F401
 
     if not lab.missing():  # a student release seals the evaluator: its judges import it from the opened bundle
         from grader.lab import evaluate  # noqa: F401
-    from grader.lesson import stubs  # noqa: F401
 
     # every child would import these again: pytest's built-in plugins and the case modules
     import importlib

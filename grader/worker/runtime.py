@@ -9,6 +9,7 @@ import linecache
 import random
 import sys
 import types
+from collections.abc import Callable
 
 import torch
 
@@ -37,6 +38,28 @@ def read_pairs(text: str) -> list[tuple[list[str], list[str]]]:
     return [(s.split(), t.split()) for s, t in (line.split("\t") for line in text.splitlines() if line.strip())]
 
 
+def lab_package() -> types.ModuleType:
+    """An empty `grader.lab` package, made here rather than imported: the lab modules a piece needs are loaded into
+    it from the source the judge sends (Worker.load), and nothing under it is found on disk (no __path__ entry),
+    so a worker imports no module of the lab's own. The server makes it before any worker forks."""
+    pkg = types.ModuleType("grader.lab")
+    pkg.__path__, pkg.__package__ = [], "grader.lab"
+    sys.modules["grader.lab"] = pkg
+    setattr(sys.modules["grader"], "lab", pkg)
+    return pkg
+
+
+COMMANDS: dict[str, Callable[[Worker, dict], object]] = {}
+
+
+def command(name: str) -> Callable:
+    """Register a Worker method as its answer to {"cmd": name}: a command is one method, added in one place."""
+    def register(method: Callable) -> Callable:
+        COMMANDS[name] = method
+        return method
+    return register
+
+
 class Worker:
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -57,7 +80,7 @@ class Worker:
         seeding.manual_seed(seed)
         random.seed(seed)
         torch.set_num_threads(threads)
-        for i, (stem, source) in enumerate(lab):  # the lab modules this piece needs, as `grader.lab.<stem>`
+        for i, (stem, source) in enumerate(lab):  # the lab modules its piece needs, into lab_package(): grader.lab.*
             lab[i] = (stem, None)
             mod = types.ModuleType(f"grader.lab.{stem}")
             mod.__file__, mod.__package__ = f"<lab {stem}.py>", "grader.lab"
@@ -120,96 +143,133 @@ class Worker:
     # -- commands --
 
     def handle(self, req: dict) -> object:
-        cmd = req["cmd"]
-        if cmd == "load":
-            self.load(req["modules"], req["student"], req["filename"], req["seed"], req.get("threads", 1),
-                      req.get("lab", []), req.get("own", []))
-            return None
-        if cmd == "seed":
-            seeding.manual_seed(req["seed"])
-            return None
-        if cmd == "reset":  # a new case: drop what the last one built, seed as a fresh process would be
-            self.store.clear()
-            self.trainers.clear()
-            seeding.manual_seed(req["seed"])
-            random.seed(req["seed"])
-            torch.set_num_threads(1)
-            return None
-        if cmd == "new":
-            # a lab model (trusted code, imported before the jail) around the student's module, or the student's class
-            if req["cls"].startswith("@lab:"):
-                stem, name = req["cls"][5:].split(".")  # "@lab:luong_model.Seq2SeqLuong"
-                if stem not in self.lab:  # only a lab module this piece's worker was given
-                    raise KeyError(f"grader/lab/{stem}.py is not one of this worker's lab modules")
-                cls = self.lab[stem][name]
-            else:
-                cls = getattr(self.module, req["cls"])
-            args, kwargs = self.args(req)
-            self.store[req["name"]] = cls(*args, **kwargs)
-            return None
-        if cmd == "load_state":
-            state = wire.decode(req["state"])
-            if req.get("strict", True):
-                self.resolve(req["name"]).load_state_dict(state)
-                return None
-            return list(self.resolve(req["name"]).load_state_dict(state, strict=False).unexpected_keys)
-        if cmd == "state":  # a trained model's parameters, for the judge to decode with its own copy
-            return {k: v.detach().clone() for k, v in self.resolve(req["name"]).state_dict().items()}
-        if cmd == "to":
-            self.store[req["name"]] = self.resolve(req["name"]).to(req["device"])
-            return None
-        if cmd == "call":
-            fn = self.target(req)
-            args, kwargs = self.args(req)
-            with torch.set_grad_enabled(req.get("grad", True)):
-                out = fn(*args, **kwargs)
-            if req.get("keep"):
-                self.store[req["keep"]] = out
-            return out
-        if cmd == "probe":  # the call on a stand-in CUDA device (grader.worker.standin_cuda): its values, and where each was
-            obj = self.resolve(req["target"])
-            if isinstance(obj, torch.nn.Module):
-                standin_cuda.to_device(obj)  # its parameters and buffers, in place: the case built it for this call
-            fn = getattr(obj, req["method"]) if req.get("method") else obj
-            args, kwargs = self.args(req)
-            values, devices = standin_cuda.call(fn, args, kwargs, req.get("grad", True))
-            return {"values": values, "devices": devices}
-        if cmd == "calls":  # how many torch calls one call makes (a count the student's code could forge: it only
-            fn = self.target(req)  # ever fails a case, grader/cases/test_context.py)
-            args, kwargs = self.args(req)
-            with _Calls() as calls:
-                fn(*args, **kwargs)
-            return calls.n
-        if cmd == "bmm":  # trusted: the batched product on a call's inputs, which the judge times beside the student's
-            (alpha, enc), _ = self.args(req)
-            with torch.set_grad_enabled(True):
-                return _SQUEEZE(_BMM(_UNSQUEEZE(alpha, 1), enc), 1)
-        if cmd == "backward":
-            value = self.resolve(req["name"])
-            if req.get("rows"):  # logits, each row up to a constant: the loss sees only their log-softmax
-                value = torch.log_softmax(value, dim=-1)
-            value.square().sum().backward()
-            return None
-        if cmd == "input_grads":  # d(sum of squares of the first output)/d(the inputs named by index)
-            fn = self.target(req)
-            args, kwargs = self.args(req)
-            for i in req["wrt"]:
-                args[i] = args[i].detach().requires_grad_(True)
-            out = fn(*args, **kwargs)
-            first = out[0] if isinstance(out, (tuple, list)) else out
-            first.square().sum().backward()
-            return [args[i].grad for i in req["wrt"]]
-        if cmd == "grads":
-            prefix = req.get("prefix", "")
-            return {n: p.grad for n, p in self.resolve(req["name"]).named_parameters() if n.startswith(prefix)}
-        if cmd == "train":
-            from grader.lab.train import Trainer
+        """Answer one request: the method COMMANDS holds for its "cmd"."""
+        run = COMMANDS.get(req["cmd"])
+        if run is None:
+            raise ValueError(f"unknown command {req['cmd']!r}")
+        return run(self, req)
 
-            name = req["name"]
-            if name not in self.trainers:
-                self.trainers[name] = Trainer(self.resolve(name), req["cfg"], pairs=PAIRS)
-            return self.trainers[name].run(req["steps"])
-        raise ValueError(f"unknown command {cmd!r}")
+    @command("load")
+    def cmd_load(self, req: dict) -> None:
+        self.load(req["modules"], req["student"], req["filename"], req["seed"], req.get("threads", 1),
+                  req.get("lab", []), req.get("own", []))
+
+    @command("seed")
+    def cmd_seed(self, req: dict) -> None:
+        seeding.manual_seed(req["seed"])
+
+    @command("reset")
+    def cmd_reset(self, req: dict) -> None:
+        """A new case: drop what the last one built, seed as a fresh process would be."""
+        self.store.clear()
+        self.trainers.clear()
+        seeding.manual_seed(req["seed"])
+        random.seed(req["seed"])
+        torch.set_num_threads(1)
+
+    @command("new")
+    def cmd_new(self, req: dict) -> None:
+        """A lab model (trusted code, given by the judge) around the student's module, or the student's class."""
+        if req["cls"].startswith("@lab:"):
+            stem, name = req["cls"][5:].split(".")  # "@lab:luong_model.Seq2SeqLuong"
+            cls = self.lab_name(stem, name)  # only a lab module this piece's worker was given
+        else:
+            cls = getattr(self.module, req["cls"])
+        args, kwargs = self.args(req)
+        self.store[req["name"]] = cls(*args, **kwargs)
+
+    @command("load_state")
+    def cmd_load_state(self, req: dict) -> list | None:
+        state = wire.decode(req["state"])
+        if req.get("strict", True):
+            self.resolve(req["name"]).load_state_dict(state)
+            return None
+        return list(self.resolve(req["name"]).load_state_dict(state, strict=False).unexpected_keys)
+
+    @command("state")
+    def cmd_state(self, req: dict) -> dict:
+        """A trained model's parameters, for the judge to decode with its own copy."""
+        return {k: v.detach().clone() for k, v in self.resolve(req["name"]).state_dict().items()}
+
+    @command("to")
+    def cmd_to(self, req: dict) -> None:
+        self.store[req["name"]] = self.resolve(req["name"]).to(req["device"])
+
+    @command("call")
+    def cmd_call(self, req: dict) -> object:
+        fn = self.target(req)
+        args, kwargs = self.args(req)
+        with torch.set_grad_enabled(req.get("grad", True)):
+            out = fn(*args, **kwargs)
+        if req.get("keep"):
+            self.store[req["keep"]] = out
+        return out
+
+    @command("probe")
+    def cmd_probe(self, req: dict) -> dict:
+        """The call on a stand-in CUDA device (grader.worker.standin_cuda): its values, and where each was."""
+        obj = self.resolve(req["target"])
+        if isinstance(obj, torch.nn.Module):
+            standin_cuda.to_device(obj)  # its parameters and buffers, in place: the case built it for this call
+        fn = getattr(obj, req["method"]) if req.get("method") else obj
+        args, kwargs = self.args(req)
+        values, devices = standin_cuda.call(fn, args, kwargs, req.get("grad", True))
+        return {"values": values, "devices": devices}
+
+    @command("calls")
+    def cmd_calls(self, req: dict) -> int:
+        """How many torch calls one call makes: a count the student's code could forge, so it only ever fails a
+        case (grader/cases/test_context.py)."""
+        fn = self.target(req)
+        args, kwargs = self.args(req)
+        with _Calls() as calls:
+            fn(*args, **kwargs)
+        return calls.n
+
+    @command("bmm")
+    def cmd_bmm(self, req: dict) -> torch.Tensor:
+        """Trusted: the batched product on a call's inputs, which the judge times beside the student's."""
+        (alpha, enc), _ = self.args(req)
+        with torch.set_grad_enabled(True):
+            return _SQUEEZE(_BMM(_UNSQUEEZE(alpha, 1), enc), 1)
+
+    @command("backward")
+    def cmd_backward(self, req: dict) -> None:
+        value = self.resolve(req["name"])
+        if req.get("rows"):  # logits, each row up to a constant: the loss sees only their log-softmax
+            value = torch.log_softmax(value, dim=-1)
+        value.square().sum().backward()
+
+    @command("input_grads")
+    def cmd_input_grads(self, req: dict) -> list:
+        """d(sum of squares of the first output)/d(the inputs named by index)."""
+        fn = self.target(req)
+        args, kwargs = self.args(req)
+        for i in req["wrt"]:
+            args[i] = args[i].detach().requires_grad_(True)
+        out = fn(*args, **kwargs)
+        first = out[0] if isinstance(out, (tuple, list)) else out
+        first.square().sum().backward()
+        return [args[i].grad for i in req["wrt"]]
+
+    @command("grads")
+    def cmd_grads(self, req: dict) -> dict:
+        prefix = req.get("prefix", "")
+        return {n: p.grad for n, p in self.resolve(req["name"]).named_parameters() if n.startswith(prefix)}
+
+    @command("train")
+    def cmd_train(self, req: dict) -> int:
+        name = req["name"]
+        if name not in self.trainers:
+            self.trainers[name] = self.lab_name("train", "Trainer")(self.resolve(name), req["cfg"], pairs=PAIRS)
+        return self.trainers[name].run(req["steps"])
+
+    def lab_name(self, stem: str, name: str) -> object:
+        """`name` of the lab module `stem` as the judge sent it to load, before the student's code ran: a worker
+        imports no module of the lab's own from disk, and holds only those its piece was given."""
+        if stem not in self.lab:
+            raise KeyError(f"grader/lab/{stem}.py is not one of this worker's lab modules")
+        return self.lab[stem][name]
 
     def serve(self) -> None:
         while True:

@@ -35,8 +35,10 @@ def _warm(trains: bool = True) -> list[str]:
     import torch.utils._python_dispatch  # noqa: F401
 
     from grader import ROOT
-    import grader.lab  # noqa: F401 - the package only (empty): its modules are sent as source to the pieces that need them
-    from grader.worker import jail, runtime, wire  # noqa: F401 - no lab module: a piece that needs one is sent its source
+    # no lab module: a piece that needs one is sent its source
+    from grader.worker import jail, runtime, wire  # noqa: F401
+
+    runtime.lab_package()
 
     try:
         import landlock  # noqa: F401
@@ -157,9 +159,9 @@ def _spawn(req: dict, fds: list[int], readable: list[str]) -> int:
 
         missing = jail.apply((0, 1, 2, 3), jail.JailLimits(memory_gb=req["memory_gb"], cpu_seconds=req["cpu_seconds"]),
                              readable)
-        sys.stdin = open(0, closefd=False)
-        sys.stdout = open(1, "w", closefd=False, buffering=1)
-        sys.stderr = open(2, "w", closefd=False, buffering=1)
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own streams, open until it exits
+        sys.stdout = open(1, "w", closefd=False, buffering=1)  # noqa: SIM115
+        sys.stderr = open(2, "w", closefd=False, buffering=1)  # noqa: SIM115
         from grader.worker import wire
 
         wire.send(3, {"jail": missing})

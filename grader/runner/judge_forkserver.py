@@ -71,9 +71,9 @@ def _child(req: dict, server: int) -> None:
         out = os.open(req["output"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(out, 1)
         os.dup2(out, 2)
-        sys.stdin = open(0, closefd=False)
-        sys.stdout = open(1, "w", closefd=False, buffering=1)
-        sys.stderr = open(2, "w", closefd=False, buffering=1)
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own streams, open until it exits
+        sys.stdout = open(1, "w", closefd=False, buffering=1)  # noqa: SIM115
+        sys.stderr = open(2, "w", closefd=False, buffering=1)  # noqa: SIM115
         import pytest
         code = pytest.main(["--attnlab-key-fd", str(r), "--attnlab-worker-fd", str(WORKERS), *req["argv"]])
         sys.stdout.flush()

@@ -6,16 +6,17 @@ from __future__ import annotations
 import os
 import re
 import resource
-import time
 from pathlib import Path
 
 import pytest
 
 from grader.runner.results import Limits
 
-from helpers import QUICK, REFERENCE, at_import, grade_dict, shared_zygote
+from helpers import QUICK, REFERENCE, at_import, eventually, grade_dict, shared_zygote
 
 from .harness import FULL, LOOSE, each_refused, full_marks, hostile, judge, run_batch
+
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
 
 
 def test_the_parent_and_the_grandparent_cannot_be_signalled(lab, arena):
@@ -59,7 +60,7 @@ SIGIO_KILL = '''
 def test_a_piece_cannot_signal_another_process_through_fcntl(lab, arena):
     g = judge(lab(files={"context": hostile("context", arena, call=SIGIO_KILL)}), ["context", "luong"])
     full_marks(g, "context", "luong")
-    time.sleep(0.2)
+    eventually(lambda: arena.sentinel.poll() is not None, within=0.5)  # a signal sent late has its time to land
     arena.assert_unharmed(g.everything)
 
 
@@ -163,18 +164,17 @@ def _children(pid: int) -> set[int]:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_a_piece_stopped_at_its_time_limit_leaves_no_worker_behind(lab, arena):
-    zygote, servers, end = shared_zygote(), [], time.monotonic() + 60
-    while not servers and time.monotonic() < end:  # a zygote just started may not have started its server yet
-        servers = [p for p in _children(zygote.proc.pid)
-                   if b"grader.worker.worker_forkserver" in Path(f"/proc/{p}/cmdline").read_bytes()]
-        time.sleep(0.05)
+    zygote = shared_zygote()
+    servers = eventually(lambda: [p for p in _children(zygote.proc.pid)  # a zygote just started may not have its
+                                  if b"grader.worker.worker_forkserver" in Path(f"/proc/{p}/cmdline").read_bytes()],
+                         within=60)  # server yet
     assert len(servers) == 1
     before = _children(servers[0])
     call = "_payload()\nimport time as _time\n_time.sleep(10**6)  # no CPU spent: RLIMIT_CPU never ends it\n"
     src = hostile("context", arena, call=call)
     g = judge(lab(files={"context": src}), ["context"], Limits(case_timeout=60, piece_timeout=3, memory_gb=4, quick=True))
     assert g.score("context") == 0
-    time.sleep(1.0)
+    eventually(lambda: not _children(servers[0]) - before, within=5)  # the server reaps what its judge left
     left = _children(servers[0]) - before
     for pid in left:  # the workers this test left behind, by id
         os.kill(pid, 9)

@@ -17,7 +17,7 @@ import pytest
 
 from grader import ROOT
 
-from helpers import REFERENCE
+from helpers import REFERENCE, eventually
 
 ADA = "attention-lab-ada"  # a student is named after their repository
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
@@ -105,14 +105,12 @@ def _stopped_midway(command: list[str], out: Path, sig: int, rows_before: int) -
 
 def _left(tree: dict, markers: set[str]) -> list[str]:
     """The processes of `tree` still alive (the same pid and start time), or any carrying one of its markers."""
-    end = time.monotonic() + 3  # a SIGKILLed process is gone once its parent or init reaped it
-    while True:
-        now = _processes()
-        left = [f"{pid} {cmd[-120:]}" for pid, (_, start, cmd) in now.items()
+    def alive() -> list[str]:
+        return [f"{pid} {cmd[-120:]}" for pid, (_, start, cmd) in _processes().items()
                 if (pid in tree and tree[pid][1] == start) or any(m in cmd for m in markers)]
-        if not left or time.monotonic() > end:
-            return left
-        time.sleep(0.1)
+
+    # a SIGKILLed process is gone once its parent or init reaped it
+    return [] if eventually(lambda: not alive(), within=3) else alive()
 
 
 @pytest.mark.slow

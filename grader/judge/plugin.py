@@ -80,7 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from _pytest._io import TerminalWriter
 
         class _Quiet:
-            _tw = TerminalWriter(open(os.devnull, "w"))
+            _tw = TerminalWriter(open(os.devnull, "w"))  # noqa: SIM115 - open for the judge's life
 
         config.pluginmanager.register(_Quiet(), "terminalreporter")
     key = read_key(config.getoption("--attnlab-key-fd"))

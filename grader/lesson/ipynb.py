@@ -69,7 +69,7 @@ def read(nb_path: Path) -> nbformat.NotebookNode:
             raise NotebookError(f"{nb_path.name} is not a valid notebook: cell {number}'s metadata is not a mapping")
     try:
         nb = nbformat.reads(json.dumps(data), as_version=4)
-    except Exception as exc:  # nbformat raises many types for malformed notebooks
+    except Exception as exc:  # noqa: BLE001 - nbformat raises many types for malformed notebooks
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         raise NotebookError(f"{nb_path.name} is not a valid notebook: {reason}") from None
     return nb

@@ -58,24 +58,14 @@ def _draw_weights(ax, a: np.ndarray, src_words: Sequence[str], tgt_words: Sequen
     return im
 
 
-def heatmap(
-    alpha: np.ndarray | Sequence[Sequence[float]], src_words: Sequence[str], tgt_words: Sequence[str], path: Path,
-    title: str, *, mistakes: Sequence[int] = (), expected: Sequence[int | None] = (), caption: str = "",
-) -> Path:
-    """Draw alpha (T_tgt, T_src), source words on x and target words on y.
-
-    Rows in `mistakes` get red labels; expected[t], when given, is the source position output t
-    translates, outlined so the reader can compare where the model looked with where it should have.
-    """
-    return heatmaps([(title, alpha, tgt_words, mistakes)], src_words, path, "", expected=expected, caption=caption)
-
-
 def heatmaps(
     panels: Sequence[tuple[str, object, Sequence[str], Sequence[int]]], src_words: Sequence[str], path: Path, title: str,
     *, expected: Sequence[int | None] = (), caption: str = "",
 ) -> Path:
     """Heat maps of one source sentence side by side, one per (subtitle, alpha, output words, mistakes) panel,
-    sharing the colour scale and the expected alignment."""
+    sharing the colour scale and the expected alignment: each alpha (T_tgt, T_src), source words on x and output
+    words on y, the rows in `mistakes` labelled red; expected[t], when given, is the source position output t
+    translates, outlined so the reader can compare where the model looked with where it should have."""
     arrays = [_as_array(alpha, src_words, words) for _, alpha, words, _ in panels]
     cell = 0.42  # inches per cell: room for a word at 9 pt once it is rotated
     rows = max(len(words) for _, _, words, _ in panels)

@@ -92,10 +92,6 @@ def student_names(paths: list[Path]) -> dict[Path, str]:
     return names
 
 
-def student_name(path: Path) -> str:
-    return slug(base_name(path))
-
-
 @dataclass
 class ClassList:
     """Who is graded, named how: the submissions found, or a roster's students and their repositories."""

@@ -100,7 +100,10 @@ def headline(s: Summary) -> str:
                    "their totals are not the grade. Regrade without <code>--quick</code> before publishing any "
                    "score.</div>")
     top = s.max_score
-    pct = (lambda x: f" ({x / top:.0%})" if top else "")
+
+    def pct(x: float) -> str:
+        return f" ({x / top:.0%})" if top else ""
+
     mean = statistics.fmean(s.totals) if s.totals else None
     median = statistics.median(s.totals) if s.totals else None
     cards = [_card(str(s.students), "students"), _card(str(len(s.graded)), "graded"),

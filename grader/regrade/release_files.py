@@ -203,8 +203,3 @@ def verdict(path: Path, release: dict[str, tuple[int, str]] | None) -> Verdict:
     files = changed(path, release)
     return Verdict.changes(files) if files else Verdict.unchanged()
 
-
-def column(path: Path, release: dict[str, tuple[int, str]] | None) -> tuple[str, list[str]]:
-    """The gradebook cell for the submission at `path`, and the files it names."""
-    v = verdict(path, release)
-    return v.cell, list(v.files)

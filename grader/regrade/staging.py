@@ -19,7 +19,6 @@ from grader.pieces import MODULES
 from grader.regrade import deadline, intake
 from grader.runner.stage import MAX_FILE
 
-MB = 1 << 20
 KEPT_BYTES = (len(MODULES) + 1) * MAX_FILE  # what a staged student keeps until their row: their lab files
 UNPACK_BYTES = intake.MAX_ZIP + intake.MAX_UNPACKED + 2 * intake.MAX_NOTEBOOK + KEPT_BYTES  # zip or notebook, parsed
 CHECKOUT_BYTES = 2 * deadline.MAX_GIT_BYTES + deadline.MAX_CHECKOUT_BYTES  # .git copied and cloned, checked out

@@ -160,7 +160,8 @@ def run_piece(
         ini.write_text(f"[pytest]\ntimeout = {limits.case_timeout:g}\ntimeout_method = {method}\n")
         out_path = Path(tmp) / "output.txt"
         argv = [
-            "-p", "grader.judge.plugin", "-p", "pytest_timeout", "-s", *(a for name in OFF for a in ("-p", f"no:{name}")),
+            "-p", "grader.judge.plugin", "-p", "pytest_timeout", "-s",
+            *(a for name in OFF for a in ("-p", f"no:{name}")),
             "--rootdir", tmp, "-c", str(ini), "--attnlab-submission", str(submission), "--attnlab-piece", piece,
             "--attnlab-records", str(records), "--attnlab-seed", seed, "--attnlab-reference", str(reference or ""),
             "--attnlab-memory-gb", f"{limits.memory_gb:g}", "--attnlab-piece-timeout", f"{limits.piece_timeout:g}",

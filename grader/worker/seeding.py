@@ -5,7 +5,7 @@ import torch
 
 
 def _accelerated() -> bool:
-    """Whether this torch build could drive a CUDA, ROCm, XPU or MPS device (its compiled support, not a device found)."""
+    """Whether this torch build could drive a CUDA, ROCm, XPU or MPS device (what it was built with, not a device)."""
     xpu = getattr(torch, "xpu", None)
     return bool(torch.backends.cuda.is_built() or torch.backends.mps.is_built()
                 or (xpu is not None and getattr(xpu, "_is_compiled", lambda: False)()))

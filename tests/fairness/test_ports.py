@@ -20,6 +20,8 @@ from grader.runner.report import title
 
 from helpers import QUICK, grade_dict, scores
 
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+
 PORTS = Path(__file__).parent / "ports"
 POINTER = re.compile(r"See the case '([^']+)' for the cause\.")
 SOURCE = re.compile(r"^Source: ([\w.-]+/[\w.-]+),\s+\S", re.M)  # "Source: owner/repository, path ..."

@@ -6,6 +6,7 @@ import json
 import shutil
 import zipfile
 
+import pytest
 from click.testing import CliRunner
 
 from grader import ROOT
@@ -14,6 +15,8 @@ from grader.cli import cli
 from grader.pieces import PIECES
 
 from helpers import REFERENCE
+
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
 
 
 def test_a_broken_submission_becomes_a_row_and_the_batch_goes_on(tmp_path):

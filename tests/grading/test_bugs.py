@@ -13,6 +13,8 @@ from grader.runner.report import title
 
 from helpers import grade_dict, make_submission, scores
 
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+
 ADD_MASK = 'scores = scores.masked_fill(~src_mask, float("-inf"))\n        alpha = torch.softmax(scores, dim=-1)  # (B, T_src)\n        return attention_context'
 
 BUGS = {

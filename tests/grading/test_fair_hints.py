@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from helpers import grade_dict, make_submission, scores
 
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+
 SOFTMAX = "alpha = torch.softmax(scores, dim=-1)"
 MAIN = "test_it_matches_the_reference_on_random_weights"
 SCALED = r"alpha looks like a softmax of scaled scores: the lesson's additive attention applies softmax to the scores"

@@ -10,6 +10,8 @@ from grader.runner.results import Limits
 
 from helpers import at_import, grade_dict, scores
 
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+
 FWD = "    def forward(self, src: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:\n"
 BODY = '        """Encode a batch of padded source sentences.'
 

@@ -12,7 +12,9 @@ from grader.cli import cli
 from grader.pieces import PIECES
 from grader.runner.results import Limits
 
-from helpers import REFERENCE, grade_dict, scores
+from helpers import grade_dict, scores
+
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
 
 FULL = Limits(case_timeout=300, piece_timeout=1500, memory_gb=6, quick=False)
 LESSON = Path(__file__).parent / "lesson_listing"
@@ -77,7 +79,6 @@ def test_a_luong_attention_that_cuts_the_gradient_loses_its_gradient_case_and_is
     assert failed[1]["message"].startswith("not run:")
 
 
-@pytest.mark.slow
 def test_two_full_grades_of_the_same_submission_give_the_same_score_and_the_same_trained_accuracies(lab):
     import tempfile
 

@@ -13,6 +13,8 @@ from grader.lab import artifacts
 from grader.plots import draw
 from grader.lab import toy
 
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -23,7 +25,7 @@ def _is_png(path: Path) -> bool:
 def test_heatmap_and_length_curve_write_png_files(tmp_path):
     src, tgt = "the red car sees a dog".split(), "le voiture rouge voit un chien <eos>".split()
     alpha = np.random.default_rng(0).dirichlet(np.ones(len(src)), size=len(tgt))  # (T_tgt, T_src)
-    heat = draw.heatmap(alpha, src, tgt, tmp_path / "h.png", "fake", mistakes=[1], caption="a note")
+    heat = draw.heatmaps([("fake", alpha, tgt, [1])], src, tmp_path / "h.png", "", caption="a note")
     curve = draw.length_curve({"a": {n: 1 - n / 50 for n in range(1, 41)}, "b": {1: 1.0, 2: 0.5}},
                                tmp_path / "c.png", "fake", mark=30)
     assert _is_png(heat) and _is_png(curve)
@@ -31,7 +33,7 @@ def test_heatmap_and_length_curve_write_png_files(tmp_path):
 
 def test_heatmap_refuses_alpha_that_does_not_match_the_words(tmp_path):
     with pytest.raises(ValueError, match="expected \\(2, 3\\)"):
-        draw.heatmap(np.zeros((3, 2)), ["a", "b", "c"], ["x", "y"], tmp_path / "h.png", "fake")
+        draw.heatmaps([("fake", np.zeros((3, 2)), ["x", "y"], [])], ["a", "b", "c"], tmp_path / "h.png", "")
 
 
 def test_the_reference_curves_match_their_checksum_and_cover_lengths_1_to_40():

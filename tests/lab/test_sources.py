@@ -33,7 +33,7 @@ def test_a_piece_missing_from_the_facts_stops_with_a_line_that_says_to_run_grade
     pieces._facts.cache_clear()
     try:
         with pytest.raises(RuntimeError, match="run `grade stubs`"):
-            PIECES["additive"].imports
+            _ = PIECES["additive"].imports
     finally:
         pieces._facts.cache_clear()
 

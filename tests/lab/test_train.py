@@ -12,6 +12,8 @@ from grader.lab import toy
 from grader.lab.baseline import Seq2SeqBaseline
 from grader.lab.train import TrainConfig, Trainer
 
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+
 STEPS = 6
 PAIRS = toy.read_split("train")[:256]
 

@@ -17,6 +17,8 @@ from grader.worker import jail
 
 from helpers import QUICK, REFERENCE, grade_dict, venv_over_this_environment
 
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+
 STANDIN = Path(__file__).parent / "standins" / "attnlab_nofork.py"
 
 

@@ -15,6 +15,8 @@ from helpers import QUICK
 
 from .harness import FULL, LOOSE, full_marks, hostile, judge, run_batch
 
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+
 PROBE = '''
 import ctypes as _ct
 import errno as _errno

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from grader import ROOT
 from grader.pieces import MODULES, PIECES
 from grader.regrade import book, deadline, similarity
 from grader.regrade.book import Files
@@ -33,6 +32,8 @@ from grader.files import Refused
 from helpers import QUICK, REFERENCE, make_submission
 
 from .harness import EXERCISES, FULL
+
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
 
 PIECE = "context"
 DEADLINE = "2026-12-01T23:59:00-05:00"
@@ -320,7 +321,7 @@ def test_committed_links_filters_and_submodules_earn_nothing_and_run_nothing_in_
                 f"\tprocess = sh -c 'touch {planted}'\n\trequired = true\n")
     # exercises/ a submodule at alice's commit, its url alice's repository: a clone that recursed would grade hers
     sub = klass / "lab-walter"
-    commit(sub, {".gitmodules": f"[submodule \"exercises\"]\n\tpath = exercises\n\turl = ../lab-alice\n"})
+    commit(sub, {".gitmodules": "[submodule \"exercises\"]\n\tpath = exercises\n\turl = ../lab-alice\n"})
     git(sub, "update-index", "--add", "--cacheinfo", f"160000,{alice_sha},exercises")
     git(sub, "commit", "-q", "-m", "submodule")
     with (sub / ".git" / "config").open("a") as f:

@@ -20,6 +20,8 @@ from helpers import REFERENCE
 
 from .harness import FULL, each_refused, full_marks, hostile, judge, run_cli
 
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+
 
 def test_a_symlink_to_the_reference_scores_nothing_via_the_cli(lab, arena, tmp_path):
     sub = lab()

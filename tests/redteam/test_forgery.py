@@ -10,6 +10,8 @@ from helpers import at_import, grade_dict, scores
 
 from .harness import CONTEXT_SOLUTION, FULL, ZEROS, full_marks, hostile, judge, only_wrong_values
 
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+
 PATCHES = {
     "torch comparisons": '''
         import torch.testing

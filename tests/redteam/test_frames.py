@@ -10,6 +10,8 @@ from helpers import REFERENCE
 
 from .harness import CONTEXT_SOLUTION, FULL, LOOSE, full_marks, hostile, judge
 
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+
 DESCRIPTORS = {
     "writing junk to descriptors 0..20": '''
         for _fd in range(21):

@@ -8,12 +8,16 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from grader.lesson import notebook
 from grader.verbs import gradescope
 
 from helpers import QUICK
 
 from .harness import CONTEXT_SOLUTION, EXERCISES, FULL, ZEROS, run_batch, run_cli
+
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
 
 PIECES = ["context", "additive"]
 

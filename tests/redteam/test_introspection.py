@@ -11,6 +11,8 @@ from helpers import QUICK, REFERENCE
 
 from .harness import EXERCISES, full_marks, hostile, judge, only_wrong_values, stealing_context
 
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+
 STEALS = {
     "sys.modules": '''
         import sys

@@ -47,6 +47,8 @@ import pytest
 from helpers import grade_dict
 from .harness import CONTEXT_SOLUTION, FULL, MANIFEST, full_marks, hostile, judge
 
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+
 NO_LOOP = "test_it_runs_no_python_loop_over_positions"
 POINTS = {c["case"]: c["points"] for c in MANIFEST["context"]}
 

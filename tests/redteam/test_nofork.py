@@ -24,7 +24,8 @@ from helpers import venv_over_this_environment
 
 from .harness import FULL, hostile
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the stand-in takes Linux's fork away")
+pytestmark = [pytest.mark.slow,  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+              pytest.mark.skipif(sys.platform != "linux", reason="the stand-in takes Linux's fork away")]
 
 STANDIN = ROOT / "tests" / "platforms" / "standins" / "attnlab_nofork.py"
 BARE = "import sys\nfor _name in ('landlock', 'pyseccomp'):\n    sys.modules[_name] = None  # as on Windows and macOS\n"

@@ -17,6 +17,8 @@ from helpers import POINTS, REFERENCE
 
 from .harness import CONTEXT_SOLUTION, FULL, MANIFEST, ZEROS, full_marks, hostile, judge, only_wrong_values
 
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+
 DEVICE_CASE = "test_tensors_follow_the_input_device"
 ADDITIVE_MASK = 'scores = scores.masked_fill(~src_mask, float("-inf"))'
 # the device bug bench/gpu.py uses: a tensor made on the CPU inside forward, right on the CPU, wrong elsewhere

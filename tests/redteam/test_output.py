@@ -7,12 +7,15 @@ import json
 import time
 import xml.etree.ElementTree as ET
 
+import pytest
 from click.testing import CliRunner
 
 from grader.cli import cli
 from grader.runner.launch import OUTPUT_LIMIT
 
 from .harness import CONTEXT_SOLUTION, FULL, full_marks, hostile, judge, run_cli
+
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
 
 
 def test_printing_fifty_megabytes_keeps_the_report_short(lab, arena):

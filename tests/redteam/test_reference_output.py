@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from textwrap import dedent, indent
+from textwrap import indent
 
 import pytest
 
@@ -29,6 +29,8 @@ from grader.runner.stage import stage
 from helpers import QUICK, REFERENCE
 
 from .harness import FULL, Graded, hostile, run_batch, run_cli
+
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
 
 CANARY = "ZQCANARY"
 WITHHELD = "your code's prints and error messages are withheld"

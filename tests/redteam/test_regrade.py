@@ -25,6 +25,8 @@ from helpers import QUICK, REFERENCE, make_submission
 
 from .harness import EXERCISES, FULL, MANIFEST
 
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+
 PIECE = "context"  # one quick piece keeps each batch to seconds
 
 

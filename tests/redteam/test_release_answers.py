@@ -21,6 +21,8 @@ from grader.release.build import student
 
 from helpers import EXERCISES, REFERENCE, grade_dict, scores
 
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+
 LAB = ROOT / "grader" / "lab"
 # the mechanical copy's adapters: the lab's calls take a batch, the pieces' take its tensors
 EVALUATION_ADAPTER = '''

@@ -8,6 +8,8 @@ import pytest
 
 from .harness import EDGE_B1, FULL, LOOSE, full_marks, hostile, judge
 
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+
 
 def test_a_fifty_gigabyte_allocation_costs_only_the_piece(lab, arena):
     call = "_payload()\n_hog = torch.empty(50 * 2**30, dtype=torch.uint8)\n_hog.fill_(1)\n"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
 import pytest
 import torch
@@ -22,6 +21,8 @@ from grader.runner import schedule
 from grader.runner.launch import selected
 from grader.runner.results import CaseResult, Limits, PieceRun
 from grader.verbs import batch
+
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
 
 FULL = Limits(case_timeout=30, piece_timeout=600, memory_gb=6)
 
@@ -185,7 +186,6 @@ def _lab_code_here():
 '''
 
 
-@pytest.mark.slow
 def test_luongs_unit_cases_run_in_a_worker_without_the_lab_training_code(tmp_path):
     # The reference's Luong attention, but every call first looks for the lab's decode loop in its worker.
     sub = make_submission(tmp_path / "probe", edits={"luong": [
@@ -196,7 +196,6 @@ def test_luongs_unit_cases_run_in_a_worker_without_the_lab_training_code(tmp_pat
     assert scores(grade_dict(sub, ["luong"], limits=quick))["luong"] == (8, 8)
 
 
-@pytest.mark.slow
 def test_a_decoder_without_its_forward_gets_no_training_points_from_a_worker_beside_it(tmp_path):
     text = (REFERENCE / "decoder.py").read_text()
     body = text[text.rindex("### BEGIN SOLUTION"):text.rindex("### END SOLUTION")]
@@ -252,7 +251,6 @@ _fake()
 '''
 
 
-@pytest.mark.slow
 def test_a_training_worker_that_fakes_its_steps_and_its_decoding_earns_no_training_points(tmp_path):
     sub = make_submission(tmp_path / "fake", edits={"luong": [("        return attention_context(alpha, encoder_outputs), alpha\n",
                                                                "        return attention_context(alpha, encoder_outputs), alpha\n" + FAKE_TRAINING)]})
@@ -263,7 +261,6 @@ def test_a_training_worker_that_fakes_its_steps_and_its_decoding_earns_no_traini
     assert "greedy token accuracy" in trained["message"]
 
 
-@pytest.mark.slow
 def test_a_training_worker_that_never_advances_fails_its_case_at_once(tmp_path):
     stall = "\n\nimport sys as _sys\nif 'grader.lab.train' in _sys.modules:\n    _sys.modules['grader.lab.train'].Trainer.run = lambda self, steps, progress=None: 0\n"
     sub = make_submission(tmp_path / "stall", edits={"luong": [("        return attention_context(alpha, encoder_outputs), alpha\n",
@@ -294,7 +291,9 @@ def test_the_wire_refuses_tensors_whose_rebuild_would_outgrow_their_frame():
         return torch.load(io.BytesIO(data), weights_only=True)
 
     one = torch.zeros(1)
-    tag = lambda data, shape: {"__kind__": "tensor", "device": "cpu", "dtype": "float32", "shape": shape, "data": data}
+    def tag(data, shape):
+        return {"__kind__": "tensor", "device": "cpu", "dtype": "float32", "shape": shape, "data": data}
+
     with pytest.raises(wire.WireError, match="not laid out as sent"):
         wire.decode(tag(through(one.expand(1 << 20)), [1 << 20]))  # stride 0: 4 bytes that clone into 4 MB
     big = through(torch.zeros(1 << 22))  # 16 MB, sent once, named five times

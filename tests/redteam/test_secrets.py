@@ -11,6 +11,8 @@ from helpers import QUICK
 
 from .harness import KEY_HUNT, full_marks, hostile, judge, run_cli
 
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+
 
 @pytest.mark.parametrize("via", ["cli", "api"])
 def test_the_seal_key_is_out_of_reach_of_graded_code(lab, arena, tmp_path, monkeypatch, via):

@@ -11,6 +11,8 @@ from helpers import QUICK
 
 from .harness import full_marks, hostile, judge, only_wrong_values, stealing_context
 
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+
 
 def test_a_thread_cannot_read_the_reference_or_the_cases_from_disk(lab, arena):
     steal = '''

@@ -13,6 +13,8 @@ from grader.runner.results import Limits
 
 from .harness import MANIFEST, full_marks, hostile, judge
 
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+
 SLOW = Limits(case_timeout=30, piece_timeout=600, memory_gb=6, quick=False)
 LUONG_TRAINING = "test_trained_by_the_grader_luongs_model_with_it_translates_length_30_sentences"
 DECODER_TRAINING = "test_trained_by_the_grader_it_translates_length_30_sentences"

@@ -29,7 +29,7 @@ from grader.verbs import engines, release
 
 from workflow_lint import ZIZMOR_CONFIG, schema_findings, zizmor_findings
 
-from .github import FAKES, base_env, commit
+from .github import base_env, commit
 
 yaml = pytest.importorskip("yaml")
 
@@ -482,7 +482,7 @@ def test_the_workflow_clones_grades_each_shard_and_merges_the_class_and_a_failed
     assert failed.result == "failure"
     assert "the merge failed" in failed.summary and "grading jobs: failure" in failed.summary
     for student in shards_of(klass, 3)[2]:
-        assert student in failed.summary and f"::error title=Merge::" in failed.log
+        assert student in failed.summary and "::error title=Merge::" in failed.log
     # "Re-run failed jobs": shard 2 again (its upload overwrites), then the merge: the same gradebook
     assert runner.job("grade", matrix={"shard": 2}, needs={"clone": clone}).result == "success"
     again = runner.job("merge", needs={"clone": clone, "grade": Job("success", {}, {}, "", "")})

@@ -16,7 +16,8 @@ from grader import ROOT
 from helpers import TOTAL
 from release.classroom50_runner import SOLVED, autograde, checkout, kept_venv, make_lab
 
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="Classroom 50 grades on Linux runners")
+pytestmark = [pytest.mark.slow,  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+              pytest.mark.skipif(os.name != "posix", reason="Classroom 50 grades on Linux runners")]
 
 # Appended to the copy's tarfile.py: the module as a patch release before the extraction filters has it.
 NO_FILTER = '''

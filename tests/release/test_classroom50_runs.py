@@ -19,7 +19,8 @@ from helpers import POINTS, TOTAL, venv_over_this_environment
 from hostile_root import plant
 from release.classroom50_runner import autograde, checkout, kept_venv, make_lab
 
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="Classroom 50 grades on Linux runners")
+pytestmark = [pytest.mark.slow,  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+              pytest.mark.skipif(os.name != "posix", reason="Classroom 50 grades on Linux runners")]
 
 
 @pytest.fixture(scope="module")

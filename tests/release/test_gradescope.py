@@ -16,6 +16,8 @@ from grader.verbs.gradescope import build
 
 from helpers import TOTAL
 
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+
 REFERENCE = ROOT / "reference"
 
 

@@ -14,6 +14,8 @@ from grader.pieces import PIECES
 
 from helpers import QUICK, grade_dict, scores
 
+pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
+
 nbformat = pytest.importorskip("nbformat")
 
 

@@ -1,6 +1,6 @@
 """The lesson notebook's kernel side: what its cells call in a running Jupyter kernel.
 
-- `check` grades one piece from inside a running kernel, the way otter's `grader.verbs.grade` does: the last
+- `check` grades one piece from inside a running kernel, as otter's `Notebook.check` does: the last
   run cell marked `# piece: <name>` (or the notebook file's cell), written to a temporary module and graded there.
 - `lab_evaluator`, `lab_luong` and `unfinished` are the lab code the lesson's cells use; where a student release
   seals part of the lab, they say so in one line (SEALED_EVALUATOR, SEALED_LUONG) and the lesson runs on.

@@ -62,13 +62,13 @@ REFUSED = (
 # one at start (cuInit fails without it), so on a GPU machine it stays, empty (RLIMIT_FSIZE 0: it cannot grow)
 GPU_ONLY = ("memfd_create",)
 MSG_FASTOPEN = 0x20000000  # sendto on an unconnected TCP socket with this flag connects it
-# futex operations that wake or requeue waiters of a shared futex: a futex on a page of a file every worker maps
-# is keyed by the file, not the process, so a shared wake is a signal to another worker. Private operations
-# (FUTEX_PRIVATE_FLAG, 128: every lock within the process) and plain waits stay allowed.
 # madvise advice that loads or evicts pages of the shared page cache (WILLNEED, COLD, PAGEOUT, POPULATE_READ,
 # POPULATE_WRITE, COLLAPSE): a page's residency, set by one worker and timed by another, would be a reusable bit
 MADV_CACHE = (3, 20, 21, 22, 23, 25)
-RWF_NOWAIT = 0x8
+RWF_NOWAIT = 0x8  # preadv2's flag that asks whether a page is cached without reading it: the same bit, read
+# futex operations that wake or requeue waiters of a shared futex: a futex on a page of a file every worker maps
+# is keyed by the file, not the process, so a shared wake is a signal to another worker. Private operations
+# (FUTEX_PRIVATE_FLAG, 128: every lock within the process) and plain waits stay allowed.
 FUTEX_SHARED_WAKES = (1, 3, 4, 5, 6, 7, 8, 10, 12, 13)  # WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP, *_PI, WAKE_BITSET
 # what a process can read of another by its id (affinity, group, session, scheduling, priority): a worker asks
 # only about itself (0), never about another worker, whose state would otherwise be a channel

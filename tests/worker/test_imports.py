@@ -1,5 +1,5 @@
 """What a piece's worker is given to import: the lab's own modules the registry names for the piece
-(grader/pieces.py `Piece.lab`, read by grader/judge/remote.py `lab_sources`), and the reference's modules its
+(grader/pieces.py `Piece.lab`, read by grader/judge/sources.py `lab_sources`), and the reference's modules its
 file imports (`student_sources`). No worker runs here: these are the lists the judge sends."""
 from __future__ import annotations
 

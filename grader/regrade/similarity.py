@@ -46,6 +46,7 @@ import numpy as np
 from grader import EXERCISES, REFERENCE
 from grader.files import READ_FLAGS
 from grader.pieces import MODULES, PIECES
+from grader.regrade import similarity_page
 
 MAX_BYTES = 256 * 1024  # a lab file is a few KB; more is padding meant to slow the report or bloat the page
 NOISE = 25  # copydetect's k: the shortest run of normalised characters that counts as shared
@@ -58,7 +59,6 @@ COMMON_SHARE = 0.2
 COMMON_MIN = 3
 PARALLEL_FROM = 200  # students from which the pieces are compared in processes side by side
 MAX_SHOWN = 100  # pairs whose code the page shows
-MAX_ROWS = 2000  # pairs its table lists (all are returned)
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
 _OURS = re.compile(r"<span class='highlight-(?:red|green)'>|</span>")  # the only markup copydetect adds
 
@@ -172,7 +172,7 @@ def _written(text: str, stub: str | None) -> str:
     return "".join(x if x.endswith("\n") else x + "\n" for x in kept)
 
 
-def _bare(text: str) -> str:
+def _without_layout(text: str) -> str:
     """`text` without its comments and layout, names and strings kept: what 'identical' compares."""
     try:
         toks = [t for t in tokenize.generate_tokens(io.StringIO(text).readline)
@@ -192,27 +192,27 @@ def _grams(filtered: str) -> set[str]:
     return {filtered[i:i + NOISE] for i in range(len(filtered) - NOISE + 1)}
 
 
-def _stub_grams(stubs: list[str], cd: SimpleNamespace) -> set[str]:
-    return {g for t in stubs for g in _grams(_prints(t, cd, "stub.py").filtered_code)}
+def _stub_grams(stubs: list[str], detector: SimpleNamespace) -> set[str]:
+    return {g for t in stubs for g in _grams(_prints(t, detector, "stub.py").filtered_code)}
 
 
-def _prints(text: str, cd: SimpleNamespace, name: str = "piece.py"):
+def _prints(text: str, detector: SimpleNamespace, name: str = "piece.py"):
     # a window of 1 keeps every k-gram; a wider one keeps the least hash of each window, and Python's str hash
     # changes with PYTHONHASHSEED, so the scores would change run to run
-    return cd.CodeFingerprint(name, NOISE, 1, fp=io.StringIO(text))
+    return detector.CodeFingerprint(name, NOISE, 1, fp=io.StringIO(text))
 
 
-def _ignore(fp, ignored: set[int], cd: SimpleNamespace):
+def _ignore(fp, ignored: set[int], detector: SimpleNamespace):
     """`fp` without the k-grams hashed in `ignored`, not counted in its size either."""
     # left out here rather than by copydetect's boilerplate argument: that one intersects with assume_unique
     # on a file's k-grams, which repeat, and so also drops k-grams that merely occur twice
     fp.hash_idx = {h: i for h, i in fp.hash_idx.items() if h not in ignored}
     fp.hashes = set(fp.hash_idx)
-    fp.token_coverage = cd.get_token_coverage(fp.hash_idx, NOISE, len(fp.filtered_code))
+    fp.token_coverage = detector.get_token_coverage(fp.hash_idx, NOISE, len(fp.filtered_code))
     return fp
 
 
-def _compare(texts: dict[str, str], stub_grams: set[str], cd: SimpleNamespace) -> tuple[list[str], np.ndarray,
+def _compare(texts: dict[str, str], stub_grams: set[str], detector: SimpleNamespace) -> tuple[list[str], np.ndarray,
                                                                                          np.ndarray, list[str], str]:
     """(students in order, their symmetric matrix of scores, where they are identical, the common k-grams, a note
     on common identical code) for one piece, the stubs' k-grams (`stub_grams`) left out. The text is fingerprinted
@@ -220,7 +220,7 @@ def _compare(texts: dict[str, str], stub_grams: set[str], cd: SimpleNamespace) -
     students = sorted(texts)
     n = len(students)
     scores, same = np.zeros((n, n)), np.zeros((n, n), dtype=bool)
-    prints = [_prints(texts[s], cd, "written.py") for s in students]
+    prints = [_prints(texts[s], detector, "written.py") for s in students]
     filtered = [fp.filtered_code for fp in prints]
     writers = sum(bool(f) for f in filtered)  # an untouched stub writes nothing and shares nothing
     # k-grams as strings, not copydetect's hashes: str hashes change with PYTHONHASHSEED and between processes
@@ -230,16 +230,16 @@ def _compare(texts: dict[str, str], stub_grams: set[str], cd: SimpleNamespace) -
             counts[g] = counts.get(g, 0) + 1
     common = sorted(g for g, c in counts.items() if _common(c, writers))
     ignored = {hash(g) for g in stub_grams.union(common)}
-    prints = [_ignore(fp, ignored, cd) for fp in prints]
+    prints = [_ignore(fp, ignored, detector) for fp in prints]
     for i in range(n):
         for j in range(i + 1, n):
-            shared, (si, sj), _ = cd.compare_files(prints[i], prints[j])
+            shared, (si, sj), _ = detector.compare_files(prints[i], prints[j])
             if shared >= MIN_SHARED:
                 scores[i, j] = scores[j, i] = round(min(max(si, sj, 0.0), 1.0), 4)
     groups: dict[str, list[int]] = {}
     for i, s in enumerate(students):
         if filtered[i]:
-            groups.setdefault(_bare(texts[s]), []).append(i)
+            groups.setdefault(_without_layout(texts[s]), []).append(i)
     note = ""
     for members in groups.values():
         # the obvious one-liner many type alike is the assignment's; longer code that many hand in alike is not
@@ -272,16 +272,17 @@ def _compare_all(written: dict[str, dict[str, str]], stub_grams: set[str]) -> li
         return list(pool.map(_compare_one, *zip(*jobs)))
 
 
-def _highlight(texts: tuple[str, str], prints: tuple, cd: SimpleNamespace) -> tuple[str, str]:
+def _highlight(texts: tuple[str, str], prints: tuple, detector: SimpleNamespace) -> tuple[str, str]:
     """The two files as escaped HTML with the runs they share marked, by the comparison the detector made
     (`prints`: their fingerprints, window 1, the stubs as boilerplate)."""
-    _, _, slices = cd.compare_files(*prints)
+    _, _, slices = detector.compare_files(*prints)
     out = []
     for text, part, colour in zip(texts, slices, ("red", "green")):
         if not part.size:
             out.append(html.escape(text))
             continue
-        marked, _ = cd.highlight_overlap(text, part, f"<span class='highlight-{colour}'>", "</span>", escape_html=True)
+        marked, _ = detector.highlight_overlap(text, part, f"<span class='highlight-{colour}'>", "</span>",
+                                               escape_html=True)
         # were a copydetect release ever to stop escaping, the file is shown escaped and unmarked instead
         out.append(marked if "<" not in _OURS.sub("", marked) else html.escape(text))
     return out[0], out[1]
@@ -291,7 +292,7 @@ def report(code: Path, out: Path, *, stubs: Path | None = None, threshold: float
     """Compare every student's pieces with every other's (same piece with same piece), the stubs and what the class
     writes alike left out; write the HTML report at `out`; return the pairs at or above `threshold`, highest first
     ({a, b, score, pieces: {module: score}, identical: [module]})."""
-    cd = _copydetect()
+    detector = _copydetect()
     pieces, notes = _collect(Path(code))
     stub_text = _stubs(stubs)
     written = {m: {s: _written(t, stub_text.get(m)) for s, t in pieces[m].items()} for m in MODULES}
@@ -300,7 +301,7 @@ def report(code: Path, out: Path, *, stubs: Path | None = None, threshold: float
     best = np.zeros((len(students), len(students)))
     per_piece, ignored, common_notes = {}, {}, []
     # the stubs' k-grams, once for every piece's comparison and its highlights
-    stub_grams = _stub_grams([stub_text[m] for m in sorted(stub_text)], cd)
+    stub_grams = _stub_grams([stub_text[m] for m in sorted(stub_text)], detector)
     # each piece compared apart, not all in one detector: the loop is quadratic in the files it holds (36 times the
     # work for six pieces in one)
     for module, (names, scores, same, common, note) in zip(MODULES, _compare_all(written, stub_grams)):
@@ -331,69 +332,11 @@ def report(code: Path, out: Path, *, stubs: Path | None = None, threshold: float
             if m in p["pieces"] and p["pieces"][m] >= threshold and p["pieces"][m] > 0:
                 for who in (p["a"], p["b"]):
                     if who not in prints:
-                        prints[who] = _ignore(_prints(written[m][who], cd), skip, cd)
+                        prints[who] = _ignore(_prints(written[m][who], detector), skip, detector)
                 marked[m] = _highlight((written[m][p["a"]], written[m][p["b"]]), (prints[p["a"]], prints[p["b"]]),
-                                       cd)
-    page = _page(pairs, shown, pieces, len(students), notes, threshold, cd.version, common_notes)
+                                       detector)
+    method = similarity_page.Method(detector.version, NOISE, MIN_SHARED, COMMON_SHARE, COMMON_MIN)
+    page = similarity_page.page(pairs, shown, {m: len(pieces[m]) for m in MODULES}, len(students), notes, threshold,
+                                method, common_notes)
     Path(out).write_text(page, encoding="utf-8")
     return pairs
-
-
-_STYLE = """body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse}
-td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}.hi{background:#fdd}
-.cols{display:flex;gap:1em}.cols pre{flex:1;overflow:auto;background:#f8f8f8;padding:.5em;font-size:small}
-.highlight-red{background:#f2b6b6}.highlight-green{background:#b6f2b6}"""
-
-
-def _cell(pair: dict, module: str) -> str:
-    return "identical" if module in pair.get("identical", ()) else f"{pair['pieces'][module]:.2f}"
-
-
-def _page(pairs: list[dict], shown: list[dict], pieces: dict, students: int, notes: list[str], threshold: float,
-          version: str, common: list[str]) -> str:
-    e = html.escape
-    out = ['<!DOCTYPE html><html><head><meta charset="utf-8">',
-           # defence in depth: were a student's byte ever left unescaped, no script would run, nothing would load
-           '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'">',
-           f"<title>Similarity report</title><style>{_STYLE}</style></head><body>",
-           "<h1>Similarity report</h1>",
-           (f"<p>{students} students, each piece compared with the same piece only, the stubs' lines left out. "
-           f"A piece's score is the larger share of either file found in the other, in runs of {NOISE} or more "
-           f"characters once names, strings, comments and layout are normalised (copydetect {e(version)}), and 0 "
-           f"under {MIN_SHARED} such characters shared; a pair's score is its highest piece's. "
-           f"A run shared by more than {COMMON_SHARE:.0%} of the students who wrote the piece, and by at least "
-           f"{COMMON_MIN}, is the assignment's and is ignored, as is short code that many hand in identically. "
-           "Two pieces identical once comments and layout are left out are <b>identical</b> and score 1, however "
-           f"short. {len(pairs)} pairs at or above {threshold:g}.</p>"),
-           "<p>Files per piece: " + ", ".join(f"{m} {len(pieces[m])}" for m in MODULES) + "</p>",
-           "<h2>Flagged pairs</h2>"]
-    if pairs:
-        out.append("<table><tr><th>#</th><th>a</th><th>b</th><th>score</th>"
-                   + "".join(f"<th>{m}</th>" for m in MODULES) + "</tr>")
-        for n, p in enumerate(pairs[:MAX_ROWS], 1):
-            cells = "".join("<td></td>" if m not in p["pieces"] else
-                            f'<td{" class=hi" if p["pieces"][m] >= threshold else ""}>{_cell(p, m)}</td>'
-                            for m in MODULES)
-            link = f'<a href="#pair{n}">{n}</a>' if n <= len(shown) else str(n)
-            out.append(f"<tr><td>{link}</td><td>{e(p['a'])}</td><td>{e(p['b'])}</td>"
-                       f"<td>{p['score']:.2f}</td>{cells}</tr>")
-        out.append("</table>")
-        if len(pairs) > MAX_ROWS:
-            out.append(f"<p>{len(pairs) - MAX_ROWS} more pairs are left out here; a higher threshold lists them.</p>")
-    else:
-        out.append("<p>None.</p>")
-    if len(pairs) > len(shown):
-        out.append(f"<p>The code of the first {len(shown)} pairs follows.</p>")
-    for n, (p, code) in enumerate(zip(pairs, shown), 1):
-        out.append(f'<h3 id="pair{n}">{n}. {e(p["a"])} and {e(p["b"])}: {p["score"]:.2f}</h3>')
-        for module in (m for m in MODULES if m in code):
-            ca, cb = code[module]
-            out.append(f'<details{" open" if p["pieces"][module] == p["score"] else ""}><summary>{module}.py: '
-                       f'{_cell(p, module)} (red: {e(p["a"])}, green: {e(p["b"])}; what each wrote, '
-                       f'the stub left out)</summary><div class="cols"><pre>{ca}</pre><pre>{cb}</pre></div></details>')
-    if common:
-        out.append("<h2>Common code, not counted</h2><ul>" + "".join(f"<li>{e(n)}</li>" for n in common) + "</ul>")
-    if notes:
-        out.append("<h2>Files left out</h2><ul>" + "".join(f"<li>{e(n)}</li>" for n in notes) + "</ul>")
-    out.append("</body></html>\n")
-    return "\n".join(out)

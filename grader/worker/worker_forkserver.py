@@ -180,9 +180,9 @@ def serve(control: int, parent: int | None = None, trains: bool = True) -> None:
     die_with_parent(os.getppid() if parent is None else parent, signal.SIGTERM)
     cache_own_bytecode()
     readable = _warm(trains)
-    from grader.worker.jail import sweep_cgroups
+    from grader.worker import cgroups
 
-    sweep_cgroups()  # what servers killed with their judges left
+    cgroups.sweep()  # what servers killed with their judges left
     _loop(socket.socket(fileno=control), readable)
 
 
@@ -250,7 +250,7 @@ def _loop(sock: socket.socket, readable: list[str]) -> None:
 
 def _wait(pid: int, grace: float) -> int | None:
     """The worker's exit status, killing it once `grace` seconds pass; None if it is not ours."""
-    from grader.worker.jail import leave_cgroups
+    from grader.worker.cgroups import leave as leave_cgroups
 
     end = time.monotonic() + grace
     try:

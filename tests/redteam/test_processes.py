@@ -183,7 +183,7 @@ def test_a_piece_stopped_at_its_time_limit_leaves_no_worker_behind(lab, arena):
 
 
 def _worker_cgroups() -> set[str]:
-    from grader.worker.jail import _roots
+    from grader.worker.cgroups import roots as _roots
 
     found = set()
     for root in _roots():

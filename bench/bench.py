@@ -28,7 +28,7 @@ from grader.lab import evaluate
 from grader.lab import toy
 from grader.runner.schedule import grade  # noqa: E402
 from grader.runner.stage import stage  # noqa: E402
-from grader.pieces import PIECES  # noqa: E402
+from grader.core.pieces import PIECES  # noqa: E402
 from grader.runner.report import as_dict  # noqa: E402
 from grader.runner.results import Limits  # noqa: E402
 from grader.judge.reference_code import load_reference  # noqa: E402

@@ -4,7 +4,7 @@
     python bench/record.py --plots                  # and one `grade --plots` (about 1.5 minutes more)
     python bench/record.py --ci-log LOG             # and the suites' counts and times from a `.ci/run` log
 
-Writes grader/measured.json (the command line reads it: `--quick`'s help, `grade --plots`'s announcement) and
+Writes grader/core/measured.json (the command line reads it: `--quick`'s help, `grade --plots`'s announcement) and
 docs/measured.md (what the README links to). Each figure carries the machine (bench.py's calibration), the date
 and the commit it was measured at; a figure this run does not measure keeps its earlier entry, stamped as it was.
 """
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from grader.measured import RECORD  # noqa: E402
+from grader.core.measured import RECORD  # noqa: E402
 
 PAGE = ROOT / "docs" / "measured.md"
 # name: what it is, in the words every place that shows it uses
@@ -66,7 +66,7 @@ def suites(log: str) -> dict[str, tuple[int, float]]:
 
 def page(rec: dict) -> str:
     lines = ["# Measured times and counts", "",
-             "Written by `python bench/record.py` from grader/measured.json, which the command line reads too: every",
+             "Written by `python bench/record.py` from grader/core/measured.json, which the command line reads too: every",
              "time or count the README, `grade --help` and `grade --plots` give comes from here. Each figure with the",
              "machine, date and commit it was measured at (docs/performance.md has how each changed, and why).", "",
              "| figure | value | machine (calibration, one thread) | date | commit |", "|---|---|---|---|---|"]

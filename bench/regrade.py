@@ -161,7 +161,7 @@ def similarity_seconds(students: int) -> float:
     import random
     import re
 
-    from grader.pieces import MODULES
+    from grader.core.pieces import MODULES
     from grader.regrade import similarity
     from tests.regrade.test_similarity import CAROL, DAVE, as_alice, stub
 

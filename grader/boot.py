@@ -5,7 +5,7 @@ Where the grader sits inside a student's repository (a Classroom assignment), th
 theirs: a `sitecustomize.py`, a `torch.py` or a pytest plugin there must never load into the trusted process.
 `-I` keeps the working directory, the script's folder, the user's site-packages and every `PYTHON*` variable
 off; this file then loads the grader package by its path, without putting the folder above it on sys.path,
-and the grader starts its own children the same way (grader.host.python).
+and the grader starts its own children the same way (grader.core.host.python).
 """
 import importlib.util
 import os

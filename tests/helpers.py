@@ -19,7 +19,7 @@ from pathlib import Path
 from grader import ROOT
 from grader.runner.schedule import grade
 from grader.runner.stage import stage
-from grader.pieces import MODULES
+from grader.core.pieces import MODULES
 from grader.runner.report import as_dict
 from grader.runner.zygote import Zygote
 from grader.runner.results import Limits

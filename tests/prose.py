@@ -22,7 +22,7 @@ TOTALS = (
 
 def facts(root: Path) -> tuple[list[str], int]:
     """(the pieces in the registry's order, the manifest's total points) of the checkout at `root`."""
-    pieces = list(json.loads((root / "grader" / "piece_facts.json").read_text(encoding="utf-8")))
+    pieces = list(json.loads((root / "grader" / "core" / "piece_facts.json").read_text(encoding="utf-8")))
     manifest = json.loads((root / "grader" / "cases" / "manifest.json").read_text(encoding="utf-8"))
     return pieces, sum(c["points"] for cases in manifest.values() for c in cases)
 

@@ -17,10 +17,12 @@ def table_rows() -> list[str]:
 
 
 def named_in(path: Path, rows: list[str]) -> bool:
-    """Whether the row of `path`'s folder (or, at grader/'s root, any row) names it."""
+    """Whether a row names it by its path, or the row of its folder by its name."""
     parts = path.relative_to(GRADER).parts
+    if any(f"`{path.relative_to(ROOT).as_posix()}`" in row.split("|")[1] for row in rows):
+        return True
     if len(parts) == 1:
-        return any(f"`grader/{parts[0]}`" in row.split("|")[1] for row in rows)
+        return False
     own = [row for row in rows if f"`grader/{parts[0]}/`" in row.split("|")[1]]
     inner = "/".join(parts[1:])
     spelled = {f"`{inner}`", f"`{parts[0]}/{inner}`"}

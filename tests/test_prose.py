@@ -11,7 +11,7 @@ def test_the_readme_counts_the_pieces_and_points_the_registry_and_manifest_hold(
 
 
 def test_a_readme_that_restates_an_old_total_or_count_is_caught(tmp_path):
-    for rel in ("grader/piece_facts.json", "grader/cases/manifest.json"):
+    for rel in ("grader/core/piece_facts.json", "grader/cases/manifest.json"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text((ROOT / rel).read_text())
     _, total = facts(ROOT)
@@ -25,7 +25,7 @@ def test_the_measured_page_is_the_records_and_the_readme_restates_none_of_its_ti
     import json
     import re
 
-    from grader import measured
+    from grader.core import measured
 
     import importlib.util
 
@@ -46,7 +46,7 @@ def test_the_measured_page_is_the_records_and_the_readme_restates_none_of_its_ti
 def test_the_command_line_announces_the_recorded_times_with_where_they_were_measured():
     from click.testing import CliRunner
 
-    from grader import measured
+    from grader.core import measured
     from grader.cli import cli
 
     shown = " ".join(CliRunner().invoke(cli, ["--help"]).output.split())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 
-from grader.host import signal_name
+from grader.core.host import signal_name
 
 
 class RemoteError(Exception):

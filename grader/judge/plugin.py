@@ -62,7 +62,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from grader.pieces import PIECES
+    from grader.core.pieces import PIECES
 
     config.addinivalue_line("markers", f"piece(name): the lab piece this case grades ({', '.join(PIECES)})")
     config.addinivalue_line("markers", "points(n): the points this case is worth when it passes")
@@ -164,7 +164,7 @@ def sub(request: pytest.FixtureRequest):
     from grader.judge.servers import worker_server
     from grader.judge.sources import lab_sources, student_sources
     from grader.judge.remote import Slot, Submission
-    from grader.pieces import PIECES
+    from grader.core.pieces import PIECES
     from grader.judge.reference_code import ORDER
 
     st = judge_state(request.config)

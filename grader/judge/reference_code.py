@@ -11,7 +11,7 @@ import sys
 import types
 from pathlib import Path
 
-from grader.pieces import PIECES, run_order
+from grader.core.pieces import PIECES, run_order
 
 SUB_PKG = "attnlab_submission"
 REF_PKG = "attnlab_reference"

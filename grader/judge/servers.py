@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import time
 
-from grader import host
+from grader.core import host
 from grader.judge.errors import Lost, WorkerLost
 
 
@@ -23,7 +23,7 @@ class WorkerServer:
         self.proc = None
         if fd is None:
             mine, theirs = socket.socketpair()
-            from grader.childenv import worker_env
+            from grader.core.childenv import worker_env
 
             self.proc = subprocess.Popen(host.python("grader.worker.worker_forkserver", str(theirs.fileno())),
                                          pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -102,7 +102,7 @@ class SpawnedWorkers:
 
     def start(self, memory_gb: float, cpu_seconds: int,
               trains: bool = False) -> tuple[int, socket.socket, subprocess.Popen]:
-        from grader.childenv import worker_env
+        from grader.core.childenv import worker_env
 
         token = secrets.token_hex(16)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:

@@ -1,5 +1,5 @@
 """What a piece's worker is given to compile: the student's file, the reference (or stub) modules it imports,
-and the lab modules its piece's training needs (grader/pieces.py)."""
+and the lab modules its piece's training needs (grader/core/pieces.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -40,9 +40,9 @@ def relative_imports(source: str) -> set[str]:
 
 
 def registry_imports(stem: str) -> list[str]:
-    """The modules a piece's module imports by its registry entry (grader/pieces.py `imports`), and what those import
+    """The modules a piece's module imports by its registry entry (grader/core/pieces.py `imports`), and what those import
     in turn, in the order the pieces run: the only siblings its worker is given, whatever the student's file imports."""
-    from grader.pieces import PIECES, run_order
+    from grader.core.pieces import PIECES, run_order
 
     by_module = {p.module: p for p in PIECES.values()}
     found: set[str] = set()
@@ -87,7 +87,7 @@ def withheld(piece: str, graded: bool, part: str = "all") -> str:
     `part` is not "units") could copy it into its prints or exception messages. In public mode (`graded` False)
     a worker holds only the student's own files."""
     from grader.lab import ANSWERS
-    from grader.pieces import PIECES
+    from grader.core.pieces import PIECES
 
     if not graded:
         return ""

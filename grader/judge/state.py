@@ -91,7 +91,7 @@ def withhold_for(st: JudgeState) -> str:
     """Why this piece's workers' prints and messages reach no report ("" where they do): see grader.judge.withhold."""
     from grader.judge import withhold
     from grader.judge.sources import withheld
-    from grader.pieces import PIECES
+    from grader.core.pieces import PIECES
 
     why = withheld(st.piece, st.reference is not None, st.part) if st.piece in PIECES else ""
     if why:
@@ -126,7 +126,7 @@ def piece_and_points(item: pytest.Item) -> tuple[str, int]:
 
 
 def write_manifest(path: Path, items: list[pytest.Item]) -> None:
-    from grader.pieces import PIECES
+    from grader.core.pieces import PIECES
 
     found: dict[str, list[dict]] = {p: [] for p in PIECES}
     for item in items:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 # The modules that hold a piece's answer, with how a report names them: sealed in a student release (the others
-# ship in clear), and a worker given one (a piece's `lab` in grader/pieces.py) has its output withheld.
+# ship in clear), and a worker given one (a piece's `lab` in grader/core/pieces.py) has its output withheld.
 ANSWERS = {"baseline": "the lab's baseline encoder", "evaluate": "the lab's evaluator", "luong_model": "Luong's decoder"}
 SEALED = tuple(ANSWERS)
 SEALED_DIR = "attnlab_lab"  # their folder in the opened bundle, beside reference/ and attnlab_cases/

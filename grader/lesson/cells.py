@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-from grader.pieces import PIECES
+from grader.core.pieces import PIECES
 
 HEAD = ("intro.md", "setup.ipy")
 NUMBERED = "## #. "  # a section heading the notebook numbers in order (a piece's lesson file may add one anywhere)
@@ -46,7 +46,7 @@ def cells() -> list[tuple[str, str, str]]:
     unlisted = sorted({f.name for f in folder.iterdir() if f.is_file()} - set(entries))
     if unlisted:
         raise RuntimeError(f"grader/templates/lesson/ holds files that neither grader.lesson.cells nor a piece's "
-                           f"`lesson` in grader/pieces.py names: {', '.join(unlisted)}")
+                           f"`lesson` in grader/core/pieces.py names: {', '.join(unlisted)}")
     out, section = [], 0
     count = number_word(len(PIECES)).capitalize()  # it opens a list item
     for entry in entries:

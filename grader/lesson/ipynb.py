@@ -1,7 +1,7 @@
 """Reading a lesson notebook file: its piece cells, and a piece's cell as the module it stands for.
 
 Every piece is one code cell tagged `piece:<name>` whose first line is `# piece: <name>`. What a piece's module
-needs besides its cell comes from the registry in grader/pieces.py, as in a student release (never reference/).
+needs besides its cell comes from the registry in grader/core/pieces.py, as in a student release (never reference/).
 Both grader.lesson.notebook (building, extracting, combining) and grader.lesson.kernel (`check`) read with this.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grader.pieces import PIECES
+from grader.core.pieces import PIECES
 
 if TYPE_CHECKING:
     import nbformat

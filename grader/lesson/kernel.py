@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grader.lesson.ipynb import NotebookError, module_text, piece_cells, read
-from grader.pieces import PIECES
+from grader.core.pieces import PIECES
 
 if TYPE_CHECKING:
     from grader.runner.results import PieceRun

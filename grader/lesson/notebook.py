@@ -11,7 +11,7 @@
   setup cell imports it from here, as students' saved notebooks do.
 
 Building needs reference/ (an instructor's checkout); extracting and combining do not: what they need
-about a piece comes from the registry in grader/pieces.py, as in a student release.
+about a piece comes from the registry in grader/core/pieces.py, as in a student release.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from grader.lesson.cells import cells
 from grader.lesson.ipynb import TAG, NotebookError, _nbformat, module_text, piece_cells, read
 # The setup cell of lesson.ipynb imports these from here, and students' saved notebooks keep that line.
 from grader.lesson.kernel import check, lab_evaluator, lab_luong, unfinished  # noqa: F401
-from grader.pieces import PIECES
+from grader.core.pieces import PIECES
 from grader.judge.stubs import HEADER as STUB_HEADER, digest, normal, stub_source
 from grader import EXERCISES, REFERENCE
 

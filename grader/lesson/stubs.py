@@ -3,7 +3,7 @@
 Every `### BEGIN SOLUTION` ... `### END SOLUTION` block becomes a `raise NotImplementedError`
 that names the piece and the function, as nbgrader and otter-grader do with their markers. The facts a student
 release needs about each piece and cannot read from reference/ (which it does not have) are derived here too
-and written to grader/piece_facts.json: the module's relative imports and its stub's digest.
+and written to grader/core/piece_facts.json: the module's relative imports and its stub's digest.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from grader import EXERCISES, REFERENCE
 from grader.judge.stubs import digest, stub_source
-from grader.pieces import FACTS, PIECES
+from grader.core.pieces import FACTS, PIECES
 
 
 def expected() -> dict[Path, str]:
@@ -32,7 +32,7 @@ def relative_import_lines(source: str) -> list[str]:
 
 
 def facts() -> str:
-    """grader/piece_facts.json's text: {piece: {"imports": [...], "stub_digest": "..."}} from reference/."""
+    """grader/core/piece_facts.json's text: {piece: {"imports": [...], "stub_digest": "..."}} from reference/."""
     out = {}
     for piece in PIECES.values():
         src = (REFERENCE / f"{piece.module}.py").read_text()
@@ -41,9 +41,9 @@ def facts() -> str:
 
 
 def main() -> list[Path]:
-    """Write grader/piece_facts.json and exercises/<piece>.py for every piece (the notebook is built from these
+    """Write grader/core/piece_facts.json and exercises/<piece>.py for every piece (the notebook is built from these
     by grader.lesson.notebook)."""
-    from grader import pieces
+    from grader.core import pieces
 
     FACTS.write_text(facts(), encoding="utf-8")
     pieces._facts.cache_clear()

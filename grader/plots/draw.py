@@ -245,7 +245,7 @@ def _alignment(src: list[str]) -> list[int | None]:
 
 
 def _uses() -> dict[str, tuple[str, ...]]:
-    from grader.pieces import PIECES, run_order
+    from grader.core.pieces import PIECES, run_order
 
     return {model: tuple(p for p in run_order(list(PIECES)) if model in PIECES[p].plots) for model in ("Bahdanau", "Luong")}
 

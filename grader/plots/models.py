@@ -25,7 +25,7 @@ from grader.judge.sources import lab_sources
 from grader.judge.remote import RemoteSeq2Seq, Slot, Submission
 from grader.judge.workers import worker_server
 from grader.judge.sources import relative_imports
-from grader.pieces import PIECES, run_order
+from grader.core.pieces import PIECES, run_order
 
 # the modules the plots' models are built from (the registry's `plots`), in dependency order; evaluation.py is never
 # loaded, the trusted evaluator stands in for it

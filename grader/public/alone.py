@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Callable
 
 import pytest
 
-from grader.pieces import PIECES
+from grader.core.pieces import PIECES
 
 if TYPE_CHECKING:
     from grader.judge.state import JudgeState

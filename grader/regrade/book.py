@@ -169,7 +169,7 @@ def artifacts_digest() -> str:
 
 def data_digest() -> str:
     """The toy task's splits the grader trains and tests on (datasets/toy_translation)."""
-    from grader import datasets
+    from grader.core import datasets
 
     return _tree_digest(_folder_files(datasets.DATA_DIR))
 
@@ -317,7 +317,7 @@ def class_reports(files: Files, rows: list[dict], progress: bool = True, pieces:
     """The similarity report and the class report beside a whole class's gradebook (its pieces: every piece unless
     `pieces` names them; `mode`: the run's, "full" or "quick", which rows of errors alone cannot say); returns what
     was written."""
-    from grader.pieces import PIECES
+    from grader.core.pieces import PIECES
     from grader.regrade import classreport, similarity
 
     try:

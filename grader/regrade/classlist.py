@@ -14,7 +14,7 @@ from pathlib import Path
 
 from grader.regrade import roster as rosters
 from grader.regrade.shard import Shard, class_digest, members
-from grader.files import LAB_FILES, NOTEBOOK, is_link
+from grader.core.files import LAB_FILES, NOTEBOOK, is_link
 
 EXERCISES = "exercises"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")

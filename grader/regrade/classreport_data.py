@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.files import Refused, is_link, read_regular
+from grader.core.files import Refused, is_link, read_regular
 from grader.regrade.rowstatus import status_of
 from grader.runner.report import safe
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.regrade import roster as rosters
-from grader.files import Refused, is_link
+from grader.core.files import Refused, is_link
 
 GH_SECONDS = 900  # one repository's clone (a lab repository's history is a few MB)
 LIST_LIMIT = 10_000

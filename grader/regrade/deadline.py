@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from grader.files import READ_FLAGS, Refused, is_link
+from grader.core.files import READ_FLAGS, Refused, is_link
 
 GIT_SECONDS = 120  # one repository's clone and checkout
 # a lab repository's .git is a few MB and its checkout less: these are far above any honest one (GitHub takes

@@ -18,9 +18,9 @@ import sys
 import zipfile
 from pathlib import Path
 
-from grader.files import LAB_FILES, NOTEBOOK, Refused, is_link, no_link, read_regular
-from grader.host import python, resource
-from grader.pieces import MODULES
+from grader.core.files import LAB_FILES, NOTEBOOK, Refused, is_link, no_link, read_regular
+from grader.core.host import python, resource
+from grader.core.pieces import MODULES
 from grader.regrade.classlist import EXERCISES, holds_lab
 from grader.runner.stage import stage
 

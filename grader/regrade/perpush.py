@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.files import Refused, is_link, read_regular
+from grader.core.files import Refused, is_link, read_regular
 from grader.runner import attest
 from grader.runner.report import safe
 

@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.files import Refused, is_link, read_regular
+from grader.core.files import Refused, is_link, read_regular
 
 STUDENTS = ("exercises/",)  # what the student is asked to change
 PROTECTED = (".github/", "grader/")  # Classroom's protected paths: an added file there is flagged too

@@ -44,8 +44,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from grader import EXERCISES, REFERENCE
-from grader.files import READ_FLAGS
-from grader.pieces import MODULES, PIECES
+from grader.core.files import READ_FLAGS
+from grader.core.pieces import MODULES, PIECES
 from grader.regrade import similarity_page
 
 MAX_BYTES = 256 * 1024  # a lab file is a few KB; more is padding meant to slow the report or bloat the page

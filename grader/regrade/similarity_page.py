@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 from typing import NamedTuple
 
-from grader.pieces import MODULES
+from grader.core.pieces import MODULES
 
 MAX_ROWS = 2000  # pairs the table lists (all are returned)
 

@@ -15,7 +15,7 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from grader.pieces import MODULES
+from grader.core.pieces import MODULES
 from grader.regrade import deadline, intake
 from grader.runner.stage import MAX_FILE
 

@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from grader import REFERENCE, ROOT, lab
-from grader.pieces import PIECES
+from grader.core.pieces import PIECES
 from grader.runner import sealing
 
 # The PyTorch every grading route installs (the CPU build, from TORCH_INDEX): the Classroom workflow, Gradescope's
@@ -77,7 +77,7 @@ def student(out: Path, key: bytes | None = None, notes: list[str] | None = None)
     (out / "grader" / "sealed.bin").write_bytes(sealing.seal(sealed_bundle(), key))
     # the students' README, not the instructor's (README.md is in _PRIVATE)
     readme = (resources.files("grader") / "templates" / "student" / "README.md").read_text(encoding="utf-8")
-    from grader import measured
+    from grader.core import measured
 
     training = (f"in {measured.seconds('grade_training')} {measured.where('grade_training')}"
                 if measured.seconds("grade_training") else "in seconds to minutes")

@@ -2,7 +2,7 @@
 
 An instructor's working tree may hold other versions of them: an exercises/additive.py they solved to try their own
 solution, a lesson.ipynb run with its outputs, a case manifest not rebuilt after a case changed, a split edited by
-hand. A release never ships those. `generated()` is what `grade stubs` (exercises/ and grader/piece_facts.json from
+hand. A release never ships those. `generated()` is what `grade stubs` (exercises/ and grader/core/piece_facts.json from
 reference/), `grade manifest`
 (the hidden cases' and the public checks' manifests) and `grade data` (the toy task's splits) would write, and
 `unshipped()` names the working tree's versions that differ from it, in one line for the instructor.
@@ -24,8 +24,9 @@ class GenerateError(Exception):
 
 def exercises() -> dict[str, bytes]:
     """What `grade stubs` writes from reference/: exercises/ (the stubs, the package marker and lesson.ipynb) and
-    the pieces' facts (grader/piece_facts.json)."""
-    from grader import ROOT, pieces
+    the pieces' facts (grader/core/piece_facts.json)."""
+    from grader import ROOT
+    from grader.core import pieces
     from grader.lesson import ipynb, notebook, stubs
 
     files = {f"{EXERCISES}{path.name}": text.encode("utf-8") for path, text in stubs.expected().items()}
@@ -54,7 +55,8 @@ def manifest(rel: str) -> bytes:
 
 def splits() -> dict[str, bytes]:
     """The toy task's splits as `grade data` writes them, each checked against the digest the grader accepts."""
-    from grader import ROOT, datasets
+    from grader import ROOT
+    from grader.core import datasets
     from grader.lab import toy
 
     files = {}
@@ -62,8 +64,8 @@ def splits() -> dict[str, bytes]:
         data = "".join(f"{' '.join(s)}\t{' '.join(t)}\n" for s, t in toy.generate(split)).encode("utf-8")
         rel = toy.split_path(split).relative_to(ROOT).as_posix()
         if hashlib.sha256(data).hexdigest() != datasets.DIGESTS[split]:
-            raise GenerateError(f"the generator makes a {rel} whose SHA-256 is not the one grader/datasets.py "
-                                "accepts: run `grade data` and put the checksums it prints in grader/datasets.py")
+            raise GenerateError(f"the generator makes a {rel} whose SHA-256 is not the one grader/core/datasets.py "
+                                "accepts: run `grade data` and put the checksums it prints in grader/core/datasets.py")
         files[rel] = data
     return files
 

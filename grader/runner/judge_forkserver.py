@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 
-from grader import host
+from grader.core import host
 from grader.worker.worker_forkserver import cache_own_bytecode, die_with_parent
 
 
@@ -120,7 +120,7 @@ def serve(parent: int | None = None, twin: int | None = None) -> None:
     die_with_parent(os.getppid() if parent is None else parent, signal.SIGTERM)
     cache_own_bytecode()
     mine, theirs = socket.socketpair()  # started before _warm(): its memory never held a case
-    from grader.childenv import worker_env
+    from grader.core.childenv import worker_env
 
     # its first workers run unit cases: what training needs (torch._dynamo) waits for the first training worker
     subprocess.Popen(host.python("grader.worker.worker_forkserver", str(theirs.fileno()), str(os.getpid()),

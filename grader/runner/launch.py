@@ -19,13 +19,13 @@ import threading
 import time
 from pathlib import Path
 
-from grader import host
-from grader.childenv import child_env
-from grader.host import StartError, signal_name
+from grader.core import host
+from grader.core.childenv import child_env
+from grader.core.host import StartError, signal_name
 from grader.judge.sources import withheld as withheld_reason
 from grader.runner import layout
 from grader.runner.layout import CASES
-from grader.runner.results import CaseResult, Limits, PieceRun
+from grader.runner.results import CaseResult, Limits, PieceRun, Status
 from grader.runner.zygote import Zygote
 from grader.runner.summary import safe
 
@@ -151,74 +151,100 @@ def run_piece(
     """Run `piece`'s cases (`part`: all, units or training; see `selected`) in a fresh process and return one
     result per expected case; on_progress(event) hears of a training case's progress (step, max_steps, acc,
     seconds) while it runs."""
+    part = "units" if limits.quick else part
     key = secrets.token_hex(32)
     with tempfile.TemporaryDirectory(prefix="attnlab-") as tmp:
-        records = Path(tmp) / "records.jsonl"
-        progress = Path(tmp) / "progress.jsonl"
-        ini = Path(tmp) / "pytest.ini"
-        method = "signal" if hasattr(signal, "SIGALRM") else "thread"  # Windows has no alarm signal
-        ini.write_text(f"[pytest]\ntimeout = {limits.case_timeout:g}\ntimeout_method = {method}\n")
-        out_path = Path(tmp) / "output.txt"
-        argv = [
-            "-p", "grader.judge.plugin", "-p", "pytest_timeout", "-s",
-            *(a for name in OFF for a in ("-p", f"no:{name}")),
-            "--rootdir", tmp, "-c", str(ini), "--attnlab-submission", str(submission), "--attnlab-piece", piece,
-            "--attnlab-records", str(records), "--attnlab-seed", seed, "--attnlab-reference", str(reference or ""),
-            "--attnlab-memory-gb", f"{limits.memory_gb:g}", "--attnlab-piece-timeout", f"{limits.piece_timeout:g}",
-            "--attnlab-progress", str(progress), "--attnlab-part", "units" if limits.quick else part,
-            "--attnlab-require-jail", ",".join(layout.required_jail()),
-            str(cases / f"test_{piece}.py"),
-        ]
+        argv = judge_argv(piece, Path(tmp), submission, reference, seed, limits, cases, part)
         start = time.perf_counter()
-        watch = ProgressWatch(progress, on_progress) if on_progress else None
-        if zygote is not None and (zygote.alive() or zygote.stopped or zygote.signalled()):
-            try:
-                code, status = zygote.run(argv, tmp, key, out_path, limits)
-            except (EOFError, OSError, TypeError):  # the server died under us: fall back to a fresh process
-                code, status = _spawn(argv, tmp, key, out_path, limits)
-        else:
-            code, status = _spawn(argv, tmp, key, out_path, limits)
+        watch = ProgressWatch(Path(tmp) / "progress.jsonl", on_progress) if on_progress else None
+        code, status = _launch(argv, tmp, key, Path(tmp) / "output.txt", limits, zygote)
         seconds = time.perf_counter() - start
         if watch:
             watch.stop()
-        got = _read_records(records, key)
+        got = _read_records(Path(tmp) / "records.jsonl", key)
         # the tail of what the submission printed (pytest's own reporter is off in the child); none of it where the
         # piece's workers held reference code, whatever the judge wrote there (grader.judge.withhold)
-        reason = withheld_reason(piece, reference is not None, "units" if limits.quick else part)
-        output = _tail(out_path)
+        reason = withheld_reason(piece, reference is not None, part)
+        output = _tail(Path(tmp) / "output.txt")
     # the report says why when something was held back: prints, or a message that left out what the worker said
     withheld = reason if reason and (output.strip() or any(r.get("withheld") for r in got.values())) else ""
-    if reason:
-        output = ""
+    _raise_fault(piece, got, status, code, "its output is withheld" if reason else _last_line(output))
+    if status == Status.OK and code < 0:
+        status = Status.CRASHED
+    results = scored(selected(expected, limits, part), got, _why_missing(status, code, limits))
+    if status == Status.OK and code not in (0, 1) and all(c.passed for c in results):
+        status = Status.EXITED
+    jail = sorted({str(x) for rec in got.values() for x in rec.get("jail", [])})
+    return PieceRun(piece, results, "" if reason else output, seconds, status, jail, withheld)
+
+
+def judge_argv(piece: str, tmp: Path, submission: Path, reference: Path | None, seed: str, limits: Limits,
+               cases: Path, part: str) -> list[str]:
+    """pytest's arguments for a judge of `piece`: the plugin and its options, its own ini in `tmp` (the case timeout),
+    and the piece's cases file."""
+    ini = tmp / "pytest.ini"
+    method = "signal" if hasattr(signal, "SIGALRM") else "thread"  # Windows has no alarm signal
+    ini.write_text(f"[pytest]\ntimeout = {limits.case_timeout:g}\ntimeout_method = {method}\n")
+    return [
+        "-p", "grader.judge.plugin", "-p", "pytest_timeout", "-s",
+        *(a for name in OFF for a in ("-p", f"no:{name}")),
+        "--rootdir", str(tmp), "-c", str(ini), "--attnlab-submission", str(submission), "--attnlab-piece", piece,
+        "--attnlab-records", str(tmp / "records.jsonl"), "--attnlab-seed", seed,
+        "--attnlab-reference", str(reference or ""), "--attnlab-memory-gb", f"{limits.memory_gb:g}",
+        "--attnlab-piece-timeout", f"{limits.piece_timeout:g}", "--attnlab-progress", str(tmp / "progress.jsonl"),
+        "--attnlab-part", part, "--attnlab-require-jail", ",".join(layout.required_jail()),
+        str(cases / f"test_{piece}.py"),
+    ]
+
+
+def _launch(argv: list[str], tmp: str, key: str, out_path: Path, limits: Limits, zygote: Zygote | None
+            ) -> tuple[int, Status]:
+    """Run the judge on the zygote where there is one that lives (or was stopped: it raises Stopped), else in a
+    fresh interpreter; (its exit code, how it ended)."""
+    if zygote is not None and (zygote.alive() or zygote.stopped or zygote.signalled()):
+        try:
+            code, status = zygote.run(argv, tmp, key, out_path, limits)
+            return code, Status(status)
+        except (EOFError, OSError, TypeError):  # the server died under us: fall back to a fresh process
+            pass
+    code, status = _spawn(argv, tmp, key, out_path, limits)
+    return code, Status(status)
+
+
+def _raise_fault(piece: str, got: dict[str, dict], status: Status, code: int, said: str) -> None:
+    """StartError where the grader itself failed: a judge's own fault record, or a judge gone before any case ran
+    (never the student's: their failures are the cases')."""
     fault = next((str(r["fault"]) for r in got.values() if r.get("fault")), None)
-    if status == "ok" and not got and code not in (0, 1):
-        said = "its output is withheld" if reason else _last_line(output)
+    if status == Status.OK and not got and code not in (0, 1):
         fault = f"its judge process exited with code {code} before any case ran: {said}"
     if fault:
         raise StartError(f"piece {piece}: {safe(fault, 400)}")
-    if status == "ok" and code < 0:
-        status = "crashed"
-    why = {
-        "timeout": f"timed out: the piece ran past its {limits.piece_timeout:g} s limit and was stopped",
-        "crashed": f"crashed with signal {-code} ({signal_name(-code)})" if code < 0 else "",
-        "ok": f"did not report: the process exited early (exit code {code})",
-    }[status]
-    cases = []
-    for case in selected(expected, limits, part):
+
+
+def _why_missing(status: Status, code: int, limits: Limits) -> str:
+    """What a case the judge never reported failed of, by how the judge ended."""
+    if status == Status.TIMEOUT:
+        return f"timed out: the piece ran past its {limits.piece_timeout:g} s limit and was stopped"
+    if status == Status.CRASHED:
+        return f"crashed with signal {-code} ({signal_name(-code)})" if code < 0 else ""
+    return f"did not report: the process exited early (exit code {code})"
+
+
+def scored(expected: list[dict], got: dict[str, dict], why: str) -> list[CaseResult]:
+    """Each expected case's result from the judge's signed record of it; `why` for a case it never reported."""
+    out = []
+    for case in expected:
         rec = got.get(case["case"])
         if rec is None:
-            cases.append(CaseResult(case["case"], case["points"], False, why))
+            out.append(CaseResult(case["case"], case["points"], False, why))
             continue
         skipped = bool(rec.get("skipped")) and case["points"] == 0  # only point-free cases may be skipped
         passed = bool(rec.get("passed")) and not rec.get("skipped")
         message = rec.get("message", "") if not passed else ""
         if rec.get("skipped") and case["points"]:
             message = "skipped unexpectedly; a case worth points must run"
-        cases.append(CaseResult(case["case"], case["points"], passed, message, skipped, float(rec.get("duration", 0))))
-    if status == "ok" and code not in (0, 1) and all(c.passed for c in cases):
-        status = "exited"
-    jail = sorted({str(x) for rec in got.values() for x in rec.get("jail", [])})
-    return PieceRun(piece, cases, output, seconds, status, jail, withheld)
+        out.append(CaseResult(case["case"], case["points"], passed, message, skipped, float(rec.get("duration", 0))))
+    return out
 
 
 def selected(expected: list[dict], limits: Limits, part: str = "all") -> list[dict]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader import REFERENCE, ROOT
-from grader.pieces import PIECES
+from grader.core.pieces import PIECES
 from grader.runner.sealing import KEY_ENV, SealError, _key, unseal  # noqa: F401 - SealError: what current() raises
 
 SEALED = ROOT / "grader" / "sealed.bin"

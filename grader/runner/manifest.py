@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from grader import host
+from grader.core import host
 from grader.runner.layout import CASES, PUBLIC  # where the cases live: grader.runner.layout says, for every run
 
 MANIFEST = CASES / "manifest.json"
@@ -18,7 +18,7 @@ MANIFEST = CASES / "manifest.json"
 
 def collect(path: Path, cases: Path = CASES) -> dict[str, list[dict]]:
     """Collect the cases in `cases` with pytest (no submission involved) into `path`."""
-    from grader.childenv import child_env
+    from grader.core.childenv import child_env
 
     with tempfile.TemporaryDirectory() as tmp:
         ini = Path(tmp) / "pytest.ini"

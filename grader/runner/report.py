@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from grader.runner.results import CaseResult, PieceRun
+from grader.runner.results import CaseResult, PieceRun, Status
 # the report's data and its text made safe, which every format (grader.runner.markdown too) builds on
 from grader.runner.summary import as_dict, jail_note, piece_score, quick_note, safe, title, withheld_note
 
@@ -33,7 +33,7 @@ def to_text(runs: list[PieceRun], source: str, color: bool = False, quick: tuple
         got, top = piece_score(run)
         failed = failures(run)
         lines.append(f"{ok if not failed else bad} {run.name:<11} {got:>3}/{top:<3}")
-        if not run.cases and run.status == "ok":  # a piece the public checks leave to the graded run
+        if not run.cases and run.status == Status.OK:  # a piece the public checks leave to the graded run
             lines.append("    no public check for this piece: only the graded cases check it")
         messages = sorted({c.message for c in failed})
         own = [m for m in messages if not m.startswith("not run: ")]  # a training case waiting on the others
@@ -81,7 +81,7 @@ def classroom_payload(runs: list[PieceRun]) -> dict:
                     "line_no": 0,
                     "duration": int(c.duration * 1000),
                 })
-    status = "error" if any(r.status != "ok" for r in runs) else ("fail" if any(t["status"] == "fail" for t in tests) else "pass")
+    status = "error" if any(r.status != Status.OK for r in runs) else ("fail" if any(t["status"] == "fail" for t in tests) else "pass")
     return {"version": 1, "status": status, "max_score": len(tests), "tests": tests}
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 from grader.worker import limits as defaults
 
@@ -26,12 +27,24 @@ class CaseResult:
     duration: float = 0.0
 
 
+class Status(str, Enum):
+    """How a piece's judge ended (a str, so a report writes it as its value)."""
+
+    OK = "ok"  # it ran to its end (whatever its cases found)
+    TIMEOUT = "timeout"  # stopped at the piece's time limit
+    CRASHED = "crashed"  # ended by a signal
+    EXITED = "exited"  # exited with an unexpected code once every case it reported had passed
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass
 class PieceRun:
     name: str
     cases: list[CaseResult]
     output: str = ""
     seconds: float = 0.0
-    status: str = "ok"  # ok | timeout | crashed | exited
+    status: Status = Status.OK
     jail: list[str] = field(default_factory=list)  # jail layers this machine could not put up
     withheld: str = ""  # why the piece's printed output and messages are withheld (grader.judge.sources.withheld)

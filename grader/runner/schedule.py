@@ -8,12 +8,12 @@ import os
 import threading
 from pathlib import Path
 
-from grader.host import FORK_SERVERS, StartError
-from grader.pieces import PIECES, holds, run_order
+from grader.core.host import FORK_SERVERS, StartError
+from grader.core.pieces import PIECES, holds, run_order
 from grader.runner import layout, manifest, report
 from grader.runner.launch import run_piece, selected
 from grader.runner.zygote import Zygote
-from grader.runner.results import CaseResult, Limits, PieceRun
+from grader.runner.results import CaseResult, Limits, PieceRun, Status
 from grader.runner.stage import REFUSED
 
 
@@ -113,7 +113,8 @@ def merged(piece: str, parts: list[PieceRun], expected: list[dict]) -> PieceRun:
     order = [c["case"] for c in expected if c["case"] in by_name]
     return PieceRun(
         piece, [by_name[n] for n in order], output="\n".join(r.output for r in parts if r.output),
-        seconds=sum(r.seconds for r in parts), status=next((r.status for r in parts if r.status != "ok"), "ok"),
+        seconds=sum(r.seconds for r in parts),
+        status=next((r.status for r in parts if r.status != Status.OK), Status.OK),
         jail=sorted({x for r in parts for x in r.jail}), withheld=max((r.withheld for r in parts), key=len))
 
 

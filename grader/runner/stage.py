@@ -6,7 +6,7 @@ import os
 import stat
 from pathlib import Path
 
-from grader.pieces import MODULES
+from grader.core.pieces import MODULES
 
 
 MAX_FILE = 1 << 20  # bytes: a piece is a few kilobytes of Python

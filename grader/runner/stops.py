@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from grader.host import signal_name
+from grader.core.host import signal_name
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 PR_SET_CHILD_SUBREAPER = 36

@@ -12,8 +12,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader import host
-from grader.childenv import child_env
+from grader.core import host
+from grader.core.childenv import child_env
 from grader.runner.results import Limits
 
 

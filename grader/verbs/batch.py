@@ -34,7 +34,7 @@ from grader.regrade import release_files
 from grader.regrade.intake import Refused, unpack
 from grader.regrade.release_files import Verdict
 from grader.regrade.rowstatus import error_text, ok_text, status_of
-from grader.pieces import PIECES, run_order
+from grader.core.pieces import PIECES, run_order
 from grader.runner import stops
 from grader.runner.zygote import Stopped, Zygote
 from grader.runner.results import Limits

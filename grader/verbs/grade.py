@@ -6,9 +6,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader import datasets
-from grader.host import StartError
-from grader.pieces import PIECES
+from grader.core import datasets
+from grader.core.host import StartError
+from grader.core.pieces import PIECES
 from grader.runner import layout, report
 from grader.runner.formats import FORMATS, grader_error, render
 from grader.runner.display import PUBLIC_NOTE, TrainingDisplay, left_out, resolve_seed
@@ -86,7 +86,7 @@ def main(
     if plots:
         from grader.plots import draw as drawing
 
-        from grader import measured
+        from grader.core import measured
 
         took = measured.seconds("grade_plots")
         echo("training your Bahdanau and Luong models for the plots, side by side"

@@ -51,7 +51,7 @@ def find(submission: Path, scratch: Path, notes: list[str] | None = None) -> Pat
     follow: beside lesson.ipynb, a piece whose .py file is still the untouched stub is graded from its cell
     (notebook.combine); `notes` says when the notebook could not be read and only the .py files were."""
     from grader.regrade.intake import Refused as BadSubmission, unpack
-    from grader.pieces import MODULES
+    from grader.core.pieces import MODULES
 
     folders: dict[Path, int] = {}
     for path in submission.rglob("*.py"):
@@ -75,11 +75,11 @@ def run(root: Path, pieces: list[str] | None = None, limits: Limits | None = Non
     root/results/results.json; returns the results."""
     from grader.runner import report
     from grader.runner.formats import grader_error
-    from grader.files import Refused as BadSubmission
+    from grader.core.files import Refused as BadSubmission
     from grader.runner.schedule import grade
     from grader.runner.display import resolve_seed
-    from grader.host import StartError
-    from grader.pieces import PIECES
+    from grader.core.host import StartError
+    from grader.core.pieces import PIECES
     from grader.runner.results import Limits
 
     results_path = root / "results" / "results.json"

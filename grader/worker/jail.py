@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.host import resource
+from grader.core.host import resource
 from grader.worker import cgroups, syscalls
 from grader.worker import limits as defaults
 

@@ -45,7 +45,7 @@ def _warm(trains: bool = True) -> list[str]:
         import pyseccomp  # noqa: F401
     except (ImportError, OSError):
         pass
-    from grader.datasets import split_text
+    from grader.core.datasets import split_text
 
     runtime.PAIRS = runtime.read_pairs(split_text("train"))  # read before the jail: a worker cannot open it
     torch.set_num_threads(1)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.pieces import PIECES
+from grader.core.pieces import PIECES
 from grader.runner.report import title
 
 from helpers import QUICK, grade_dict, scores

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from grader import ROOT
 from grader.cli import cli
 
-from grader.pieces import PIECES
+from grader.core.pieces import PIECES
 
 from helpers import REFERENCE
 
@@ -64,7 +64,7 @@ def test_the_regrade_grades_a_notebook_only_student_as_grade_and_classroom_do(tm
 def test_grade_batch_takes_the_folder_gh_classroom_clone_writes(tmp_path, monkeypatch):
     """One folder per repository, each with exercises/ and .git; a link given on the command line is a row."""
     from grader.verbs import batch as verb
-    from grader.pieces import PIECES
+    from grader.core.pieces import PIECES
 
     monkeypatch.setattr(verb, "PIECES", {"context": PIECES["context"]})
     clone = tmp_path / "attention-lab-submissions"
@@ -87,7 +87,7 @@ def test_grade_batch_takes_the_folder_gh_classroom_clone_writes(tmp_path, monkey
 
 def test_the_regrade_names_every_repository_whose_release_files_differ_and_grades_only_its_pieces(tmp_path, monkeypatch):
     from grader.verbs import batch as verb
-    from grader.pieces import PIECES
+    from grader.core.pieces import PIECES
     from grader.release.build import student
 
     monkeypatch.setattr(verb, "PIECES", {"context": PIECES["context"]})

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.pieces import PIECES
+from grader.core.pieces import PIECES
 from grader.runner.report import title
 
 from helpers import grade_dict, make_submission, scores

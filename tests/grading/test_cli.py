@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from grader.cli import cli
 
-from grader.pieces import PIECES
+from grader.core.pieces import PIECES
 
 from helpers import REFERENCE
 

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from grader import ROOT
 from grader.cli import cli
-from grader.pieces import PIECES
+from grader.core.pieces import PIECES
 from grader.runner.results import Limits
 
 from helpers import grade_dict, scores

@@ -11,7 +11,7 @@ from grader import ROOT
 from grader.runner import manifest
 from grader.lesson import stubs
 from grader.lab import toy
-from grader.pieces import PIECES
+from grader.core.pieces import PIECES
 
 
 def test_the_stubs_are_what_the_reference_generates():
@@ -20,13 +20,13 @@ def test_the_stubs_are_what_the_reference_generates():
 
 
 def test_the_pieces_facts_are_what_grade_stubs_derives_from_the_reference():
-    from grader.pieces import FACTS
+    from grader.core.pieces import FACTS
 
-    assert FACTS.read_text(encoding="utf-8") == stubs.facts(), "grader/piece_facts.json is stale: run `grade stubs`"
+    assert FACTS.read_text(encoding="utf-8") == stubs.facts(), "grader/core/piece_facts.json is stale: run `grade stubs`"
 
 
 def test_a_piece_missing_from_the_facts_stops_with_a_line_that_says_to_run_grade_stubs(tmp_path, monkeypatch):
-    from grader import pieces
+    from grader.core import pieces
 
     (tmp_path / "facts.json").write_text('{"encoder": {"imports": [], "stub_digest": "0"}}')
     monkeypatch.setattr(pieces, "FACTS", tmp_path / "facts.json")
@@ -67,7 +67,7 @@ def test_the_data_card_lists_the_real_checksums():
 
 
 def test_the_graders_split_digests_are_those_of_the_committed_files():
-    from grader import datasets
+    from grader.core import datasets
 
     assert set(datasets.DIGESTS) == set(toy.SPLITS)
     for split, digest in datasets.DIGESTS.items():
@@ -75,7 +75,7 @@ def test_the_graders_split_digests_are_those_of_the_committed_files():
 
 
 def test_a_changed_split_stops_the_grade_with_a_line_that_says_which_and_how_to_restore_it(tmp_path, monkeypatch):
-    from grader import datasets
+    from grader.core import datasets
 
     for split in datasets.DIGESTS:
         (tmp_path / f"{split}.tsv").write_bytes(toy.split_path(split).read_bytes())

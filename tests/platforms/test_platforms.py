@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import ROOT, host
+from grader import ROOT
+from grader.core import host
 from grader.verbs.grade import main as check_main
 from grader.runner.report import GRADER_ERROR
 from grader.worker import jail
@@ -40,7 +41,7 @@ def run_grade(py: Path, *args: str, env: dict | None = None) -> subprocess.Compl
 
 
 def test_the_stand_in_takes_away_what_windows_lacks(nofork_python):
-    probe = ("import os, socket, signal, subprocess, grader.host as h\n"
+    probe = ("import os, socket, signal, subprocess, grader.core.host as h\n"
              "gone = [not hasattr(os, 'fork'), not hasattr(socket, 'send_fds'), not hasattr(signal, 'SIGALRM'),"
              " h.resource is None, not h.FORK_SERVERS]\n"
              "try:\n    import fcntl\n    gone.append(False)\nexcept ImportError:\n    gone.append(True)\n"
@@ -99,7 +100,7 @@ def test_a_grader_that_cannot_start_its_judge_says_why_exits_2_and_posts_no_scor
 
 
 def test_the_child_argv_keeps_the_working_directory_and_the_callers_python_variables_off_sys_path(tmp_path, monkeypatch):
-    from grader.childenv import child_env
+    from grader.core.childenv import child_env
 
     (tmp_path / "json.py").write_text("raise SystemExit('shadowed json imported')\n")
     beside = tmp_path / "beside"

@@ -29,7 +29,7 @@ from grader.verbs import batch as batch_verb
 from grader.runner.schedule import grade
 from grader.runner.stage import stage
 from grader.cli import cli
-from grader.pieces import PIECES
+from grader.core.pieces import PIECES
 from grader.runner.report import as_dict, to_text
 from grader.runner.results import Limits
 

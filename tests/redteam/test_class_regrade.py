@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from grader.pieces import MODULES, PIECES
+from grader.core.pieces import MODULES, PIECES
 from grader.regrade import book, deadline, similarity
 from grader.regrade.book import Files
 from grader.regrade.shard import Shard, class_digest, members
 from grader.verbs import batch as batch_verb
 from grader.verbs import merge as merge_verb
-from grader.files import Refused
+from grader.core.files import Refused
 
 from helpers import QUICK, REFERENCE, make_submission
 

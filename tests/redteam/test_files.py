@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from grader.verbs import batch as batch_verb
 from grader.cli import cli
-from grader.pieces import PIECES
+from grader.core.pieces import PIECES
 
 from helpers import REFERENCE
 

@@ -21,7 +21,7 @@ import pytest
 from grader import ROOT
 from grader.judge.reference_code import ORDER
 from grader.judge.sources import student_sources
-from grader.pieces import PIECES
+from grader.core.pieces import PIECES
 from grader.runner import layout, report
 from grader.runner.schedule import grade
 from grader.runner.stage import stage

@@ -18,7 +18,7 @@ import pytest
 
 from grader.regrade import intake
 from grader.verbs import batch as batch_verb
-from grader.pieces import MODULES, PIECES
+from grader.core.pieces import MODULES, PIECES
 from grader.regrade.book import Files
 
 from helpers import QUICK, REFERENCE, make_submission

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from helpers import POINTS, REFERENCE, TOTAL, grade_dict, make_submission, scores
-from grader.host import StartError
+from grader.core.host import StartError
 from grader.lab import train
-from grader.pieces import PIECES, run_order
+from grader.core.pieces import PIECES, run_order
 from grader.runner import schedule
 from grader.runner.launch import selected
 from grader.runner.results import CaseResult, Limits, PieceRun

@@ -12,7 +12,7 @@ from datetime import datetime
 import pytest
 from helpers import REFERENCE
 
-from grader.pieces import PIECES
+from grader.core.pieces import PIECES
 from grader.regrade import deadline, staging
 from grader.regrade import roster as rosters
 from grader.runner import schedule

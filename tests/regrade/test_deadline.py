@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from grader import ROOT
 from grader.cli import cli
-from grader.files import Refused
+from grader.core.files import Refused
 from grader.regrade import deadline
 
 from helpers import REFERENCE
@@ -48,7 +48,7 @@ def test_a_deadline_without_a_time_zone_is_refused_since_it_would_cut_at_another
 
 
 def test_the_regrade_grades_the_last_commit_before_the_deadline_and_says_what_came_later(tmp_path, monkeypatch):
-    from grader.pieces import PIECES
+    from grader.core.pieces import PIECES
     from grader.verbs import batch as verb
 
     monkeypatch.setattr(verb, "PIECES", {"context": PIECES["context"]})

@@ -5,7 +5,7 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli import cli
-from grader.cli_options import parse_size
+from grader.cli.options import parse_size
 from grader.regrade import staging
 
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 from helpers import REFERENCE
 
-from grader import datasets
+from grader.core import datasets
 from grader.lab import artifacts
-from grader.pieces import PIECES
+from grader.core.pieces import PIECES
 from grader.regrade import book
 from grader.runner import schedule
 from grader.runner.results import Limits

@@ -26,7 +26,7 @@ needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
 @pytest.fixture(autouse=True)
 def one_piece(monkeypatch):
-    from grader.pieces import PIECES
+    from grader.core.pieces import PIECES
     from grader.verbs import batch as verb
 
     monkeypatch.setattr(verb, "PIECES", {"context": PIECES["context"]})

@@ -79,7 +79,7 @@ def _class(root):
 
 @pytest.fixture
 def one_piece(monkeypatch):
-    from grader.pieces import PIECES
+    from grader.core.pieces import PIECES
     from grader.verbs import batch as verb
 
     monkeypatch.setattr(verb, "PIECES", {"context": PIECES["context"]})

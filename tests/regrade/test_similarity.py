@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from grader import EXERCISES, REFERENCE, ROOT
-from grader.pieces import MODULES
+from grader.core.pieces import MODULES
 from grader.regrade import similarity
 
 pytest.importorskip("copydetect")

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from grader.pieces import MODULES
+from grader.core.pieces import MODULES
 from grader.regrade import similarity
 
 from .test_similarity import solve

@@ -10,7 +10,7 @@ import pytest
 from grader.lesson import ipynb, kernel, notebook
 from grader.lesson.ipynb import NotebookError
 from grader.lesson.notebook import NOTEBOOK
-from grader.pieces import PIECES
+from grader.core.pieces import PIECES
 
 from helpers import QUICK, grade_dict, scores
 
@@ -175,7 +175,7 @@ def test_the_registry_holds_each_reference_modules_relative_imports():
     for piece in PIECES.values():
         text = (notebook.REFERENCE / f"{piece.module}.py").read_text()
         found = tuple(ln for ln in text.splitlines() if ln.startswith("from ."))
-        assert piece.imports == found, f"grader/piece_facts.json is stale for {piece.name}: run `grade stubs`"
+        assert piece.imports == found, f"grader/core/piece_facts.json is stale for {piece.name}: run `grade stubs`"
 
 
 def test_the_registry_recognises_each_generated_stub_by_its_digest():
@@ -184,7 +184,7 @@ def test_the_registry_recognises_each_generated_stub_by_its_digest():
     for piece in PIECES.values():
         stub = expected()[notebook.EXERCISES / f"{piece.module}.py"]
         assert piece.stub_digest == notebook.digest(stub), \
-            f"grader/piece_facts.json is stale: the stub of {piece.name} changed; run `grade stubs`"
+            f"grader/core/piece_facts.json is stale: the stub of {piece.name} changed; run `grade stubs`"
         assert notebook.digest(stub.replace("\n", "\r\n") + "\n\n") == piece.stub_digest  # CRLF, blank lines
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from grader.regrade import release_files
-from grader.regrade.release_files import column, release_digests, release_held
+from grader.regrade.release_files import release_digests, release_held, verdict
 
 
 def installed_and_run(release: Path, into: Path) -> Path:
@@ -25,9 +25,9 @@ def installed_and_run(release: Path, into: Path) -> Path:
                            "-e", str(folder)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    made = {"attention_lab.egg-info/PKG-INFO": "Name: attention-lab\n", "attention_lab.egg-info/SOURCES.txt": "grader/cli.py\n",
+    made = {"attention_lab.egg-info/PKG-INFO": "Name: attention-lab\n", "attention_lab.egg-info/SOURCES.txt": "grader/cli/__init__.py\n",
             "grader/__pycache__/cli.cpython-311.pyc": "\0", "grader/runner/__pycache__/report.cpython-311.pyc": "\0",
-            "build/lib/grader/cli.py": "", ".pytest_cache/README.md": ""}  # older setuptools, grade, pytest
+            "build/lib/grader/cli/__init__.py": "", ".pytest_cache/README.md": ""}  # older setuptools, grade, pytest
     for rel, text in made.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_text(text)
@@ -53,9 +53,10 @@ def test_an_unchanged_repository_reads_unchanged_when_the_release_folder_was_ins
     (home / ".gitconfig").write_text(f"[core]\n\texcludesFile = {(home / 'ignored').as_posix()}\n")
     monkeypatch.setenv("HOME", str(home))
     held = release_held(folder)
-    assert "grader/cli.py" in held and ".github/workflows/classroom.yml" in held and "grader/sealed.bin" in held
+    assert "grader/cli/__init__.py" in held and ".github/workflows/classroom.yml" in held and "grader/sealed.bin" in held
     assert not [f for f in held if "egg-info" in f or "__pycache__" in f or f.startswith(("build/", ".pytest_cache/"))]
-    assert column(repo, release_digests(folder)) == ("unchanged", [])
+    v = verdict(repo, release_digests(folder))
+    assert (v.cell, list(v.files)) == ("unchanged", [])
 
 
 def test_without_git_the_byproducts_are_left_out_by_name_and_a_real_change_is_still_flagged(release, tmp_path,
@@ -67,12 +68,13 @@ def test_without_git_the_byproducts_are_left_out_by_name_and_a_real_change_is_st
     monkeypatch.setenv("PATH", str(tmp_path / "no-git-here"))
     assert release_held(folder) == sorted(with_git)  # the same files, told apart by name
     digests = release_digests(folder)
-    assert column(repo, digests) == ("unchanged", [])
+    v = verdict(repo, digests)
+    assert (v.cell, list(v.files)) == ("unchanged", [])
     with (repo / ".github" / "workflows" / "classroom.yml").open("a") as f:
         f.write("# posts full marks\n")
     (repo / "grader" / "__pycache__").mkdir(exist_ok=True)
     (repo / "grader" / "mine.py").write_text("")
-    assert column(repo, digests)[1] == ["+grader/mine.py", ".github/workflows/classroom.yml"]
+    assert list(verdict(repo, digests).files) == ["+grader/mine.py", ".github/workflows/classroom.yml"]
 
 
 @pytest.mark.parametrize("ignored", ["notes.egg-info/x", "grader/__pycache__/a.pyc", "build/x", "dist/a.whl",

@@ -194,7 +194,7 @@ def copy(tmp_path_factory) -> Copy:
     (repo / "reference" / f"{NAME}.py").write_text(REFERENCE_FILE)
     (repo / "grader" / "cases" / f"test_{NAME}.py").write_text(CASES_FILE)
     (repo / "grader" / "templates" / "lesson" / f"{NAME}.md").write_text(LESSON_FILE)
-    registry = repo / "grader" / "pieces.py"
+    registry = repo / "grader" / "core" / "pieces.py"
     text = registry.read_text()
     anchor = '        Piece("decoder",'  # after luong, before the decoder
     assert text.count(anchor) == 1
@@ -259,7 +259,7 @@ def test_the_pages_worked_cases_file_is_the_one_graded_here_and_its_helpers_are_
 
 
 def test_the_registry_derives_the_new_pieces_imports_and_stub_digest_from_its_files(copy):
-    facts = json.loads((copy.repo / "grader" / "piece_facts.json").read_text())
+    facts = json.loads((copy.repo / "grader" / "core" / "piece_facts.json").read_text())
     assert facts[NAME]["imports"] == ["from .context import attention_context"]
     stub = (copy.repo / "exercises" / f"{NAME}.py").read_text()
     assert "BEGIN SOLUTION" not in stub and "raise NotImplementedError(\"piece 'multihead'" in stub

@@ -1,5 +1,5 @@
 """What a piece's worker is given to import: the lab's own modules the registry names for the piece
-(grader/pieces.py `Piece.lab`, read by grader/judge/sources.py `lab_sources`), and the reference's modules its
+(grader/core/pieces.py `Piece.lab`, read by grader/judge/sources.py `lab_sources`), and the reference's modules its
 file imports (`student_sources`). No worker runs here: these are the lists the judge sends."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from grader import ROOT
 from grader.judge.sources import lab_sources, relative_imports, student_sources
-from grader.pieces import PIECES
+from grader.core.pieces import PIECES
 from grader.judge.stubs import stub_source
 from grader.judge.reference_code import ORDER
 
@@ -164,7 +164,7 @@ def test_the_registrys_imports_are_the_modules_the_judge_finds_in_each_reference
     for piece in PIECES.values():
         named = {line.split()[1].removeprefix(".") for line in piece.imports}  # "from .context import ..."
         found = relative_imports((REFERENCE / f"{piece.module}.py").read_text())
-        assert named == found, f"grader/pieces.py: {piece.name} imports {sorted(found)}, the registry says {sorted(named)}"
+        assert named == found, f"grader/core/pieces.py: {piece.name} imports {sorted(found)}, the registry says {sorted(named)}"
         assert all(line.startswith("from .") for line in piece.imports)
 
 

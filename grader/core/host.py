@@ -4,7 +4,7 @@
   starts in and from whatever sits beside the grader: no working directory, no user site-packages, and on
   `sys.path` only `import_root()`, a folder whose one entry is the grader package (where the grader lives
   inside a student's repository, its root may hold a `sitecustomize.py`, a `torch.py` or a plugin).
-  The environment is the caller's to scrub (grader.childenv: no inherited `PYTHON*` variable).
+  The environment is the caller's to scrub (grader.core.childenv: no inherited `PYTHON*` variable).
 - `FORK_SERVERS`: Linux with `os.fork`, descriptor passing and `resource`. Elsewhere (Windows; macOS,
   where forking after torch has loaded its thread pools and Apple's frameworks is unsafe, which is why
   Python's own multiprocessing spawns there) every judge and worker is a fresh interpreter.
@@ -46,7 +46,7 @@ def import_root() -> str:
             return entry
     made = tempfile.mkdtemp(prefix=_MARK)
     os.chmod(made, 0o755)  # a worker dropped to nobody imports through it
-    real = Path(__file__).resolve().parent
+    real = Path(__file__).resolve().parent.parent  # the grader package (this module is grader/core/host.py)
     try:
         os.symlink(real, Path(made) / "grader", target_is_directory=True)
     except OSError:  # Windows without the right to make links: a package that is the real one under another name

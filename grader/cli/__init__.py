@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from grader.cli_batch import batch
-from grader.cli_options import grading_options
-from grader.pieces import MODULES, PIECES
+from grader.cli.batch import batch
+from grader.cli.options import grading_options
+from grader.core.pieces import MODULES, PIECES
 from grader.runner.formats import FORMATS, help_text
 from grader.runner.results import Limits
 
@@ -72,7 +72,7 @@ def _submission(path: Path, scratch: Path) -> Path:
         raise click.BadParameter(f"{path} does not exist; pass the folder that holds your encoder.py, additive.py, ...", param_hint="--submission")
     if not path.is_dir():
         raise click.BadParameter(f"{path} is a file; pass the folder laid out like exercises/", param_hint="--submission")
-    from grader.files import is_link
+    from grader.core.files import is_link
 
     for link in (path, path / NOTEBOOK.name):  # the regrade's and Gradescope's rule: a link is never followed
         if is_link(link):
@@ -252,7 +252,7 @@ def release_solutions(out: Path, no_execute: bool) -> None:
 
 @cli.command()
 def stubs() -> None:
-    """Regenerate exercises/ and grader/piece_facts.json from reference/ (solution blocks become NotImplementedError)."""
+    """Regenerate exercises/ and grader/core/piece_facts.json from reference/ (solution blocks become NotImplementedError)."""
     instructor_only("stubs")
     from grader.lesson import notebook, stubs as verb
 
@@ -262,7 +262,7 @@ def stubs() -> None:
 
 @cli.command()
 def generate() -> None:
-    """Regenerate everything made from reference/, the notebook text and the cases: grader/piece_facts.json,
+    """Regenerate everything made from reference/, the notebook text and the cases: grader/core/piece_facts.json,
     exercises/ (the stubs and lesson.ipynb) and the manifests (`grade stubs`, then `grade manifest`)."""
     instructor_only("generate")
     from grader.lesson import notebook, stubs as making

@@ -3,7 +3,7 @@
 A piece is its reference file (reference/<module>.py), its hidden cases (grader/cases/test_<module>.py), its
 notebook text (grader/templates/lesson/, `lesson` below) and its entry here; its place in `PIECES` sets the
 gradebook's columns, the notebook's order and, with its imports, the order the pieces run. What can be derived is:
-the relative imports and the stub's digest come from `grade stubs` (written to grader/piece_facts.json, which a
+the relative imports and the stub's digest come from `grade stubs` (written to grader/core/piece_facts.json, which a
 student release ships because it has no reference/), the points and the cases from the manifests.
 """
 from __future__ import annotations
@@ -56,7 +56,7 @@ def _facts() -> dict:
         facts = {}
     missing = [name for name in PIECES if name not in facts]
     if missing:
-        raise RuntimeError(f"grader/piece_facts.json has no entry for {', '.join(missing)}: run `grade stubs`")
+        raise RuntimeError(f"grader/core/piece_facts.json has no entry for {', '.join(missing)}: run `grade stubs`")
     return facts
 
 

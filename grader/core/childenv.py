@@ -1,5 +1,5 @@
 """The environments the grader's child processes start with: a judge's (the grader's own, scrubbed) and a
-worker server's (built from nothing). Beside grader.host, below every floor that starts a process."""
+worker server's (built from nothing). Beside grader.core.host, below every floor that starts a process."""
 from __future__ import annotations
 
 import os
@@ -16,7 +16,7 @@ _WORKER_KEEP = ("LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "SYSTEMROOT", "WINDIR
 def child_env() -> dict[str, str]:
     """A judge's environment: the grader's, less pytest's, coverage's and the lab's own secrets."""
     # no PYTHON* variable of the caller's (PYTHONPATH, PYTHONSTARTUP, PYTHONHOME, ...): the interpreter starts
-    # with the grader's settings alone (grader.host.python puts the grader on sys.path)
+    # with the grader's settings alone (grader.core.host.python puts the grader on sys.path)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "ATTNLAB", "COV_", "PYTHON"))}
     env.update(_SETTINGS)
     return env

@@ -11,7 +11,7 @@ import os
 import stat
 from pathlib import Path
 
-from grader.pieces import MODULES
+from grader.core.pieces import MODULES
 
 NOTEBOOK = "lesson.ipynb"
 LAB_FILES = frozenset([*(f"{m}.py" for m in MODULES), NOTEBOOK])

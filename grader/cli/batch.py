@@ -1,6 +1,6 @@
 """`grade batch`: regrade a class, clone it, merge its shards, verify its per-push results; thin click wrappers
 around grader/verbs/batch.py, grader/regrade/collect.py, grader/verbs/merge.py and grader/verbs/verify.py (`grade`
-itself is grader/cli.py)."""
+itself is grader/cli/__init__.py)."""
 from __future__ import annotations
 
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from grader.cli_options import grading_options, size_option
+from grader.cli.options import grading_options, size_option
 from grader.runner.results import Limits
 
 

@@ -12,8 +12,8 @@ from grader.runner.results import Limits
 
 
 def measured_training() -> str:
-    """": 4.5 s of a full grade's 7.9 s, measured on ..." from the record (grader/measured.json), or ""."""
-    from grader import measured
+    """": 4.5 s of a full grade's 7.9 s, measured on ..." from the record (grader/core/measured.json), or ""."""
+    from grader.core import measured
 
     training, full = measured.seconds("grade_training"), measured.seconds("grade_full")
     return f": {training} of a full grade's {full}, measured {measured.where('grade_full')}" if training else ""

@@ -1,4 +1,4 @@
-"""The one record of measured times and counts (grader/measured.json, written by `python bench/record.py`): what the
+"""The one record of measured times and counts (grader/core/measured.json, written by `python bench/record.py`): what the
 command line announces and what docs/measured.md shows are read from it, each figure with where and when it was
 measured, so no announced time is one nobody measured."""
 from __future__ import annotations

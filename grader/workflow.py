@@ -1,5 +1,5 @@
 """`python -I grader/workflow.py summary REPORT.json [ARTIFACT]` and `python -I grader/workflow.py reporter RUNNER`:
-the per-push workflow's steps after `grade` (grader.runner.workflow), run from this folder's grader with nothing
+the per-push workflow's steps after `grade` (grader.runner.workflow_steps), run from this folder's grader with nothing
 beside it importable, as boot.py runs `grade`: the repository's root is the student's.
 """
 import importlib.util
@@ -13,6 +13,6 @@ _package = importlib.util.module_from_spec(_spec)
 sys.modules["grader"] = _package
 _spec.loader.exec_module(_package)
 
-from grader.runner.workflow import main  # noqa: E402
+from grader.runner.workflow_steps import main  # noqa: E402
 
 sys.exit(main(sys.argv[1:]))

@@ -21,7 +21,7 @@ from grader.runner.schedule import grade
 from grader.runner.stage import stage
 from grader.core.pieces import MODULES
 from grader.runner.report import as_dict
-from grader.runner.zygote import Zygote
+from grader.runner.judge_servers import JudgeServer
 from grader.runner.results import Limits
 
 REFERENCE = ROOT / "reference"
@@ -66,13 +66,13 @@ def make_submission(where: Path, edits: dict[str, list[tuple[str, str]]] | None 
     return where
 
 
-_zygote: list[Zygote] = []
+_zygote: list[JudgeServer] = []
 
 
-def shared_zygote() -> Zygote:
+def shared_judge_server() -> JudgeServer:
     """One fork server for the whole test session: each piece still runs in its own fresh child."""
     if not _zygote or not _zygote[0].alive():
-        _zygote[:] = [Zygote()]
+        _zygote[:] = [JudgeServer()]
         atexit.register(_zygote[0].close)
     return _zygote[0]
 
@@ -82,8 +82,8 @@ def grade_dict(submission: Path, pieces: list[str], limits: Limits = QUICK, seed
     pieces at a time when one trains."""
     with tempfile.TemporaryDirectory(prefix="attnlab-test-") as tmp:
         staged = stage(submission, Path(tmp))
-        zygote = None if lanes else shared_zygote()
-        return as_dict(grade(submission=staged, pieces=pieces, seed=seed, limits=limits, zygote=zygote))
+        judge_server = None if lanes else shared_judge_server()
+        return as_dict(grade(submission=staged, pieces=pieces, seed=seed, limits=limits, judge_server=judge_server))
 
 
 def scores(report: dict) -> dict[str, tuple[int, int]]:

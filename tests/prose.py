@@ -1,6 +1,6 @@
 """What the README says of the lab's size, against what the registry and the hidden-case manifest hold.
 
-Used by tests/test_prose.py on this checkout and by tests/release/test_seventh_piece.py on a copy with a piece
+Used by tests/test_prose.py on this checkout and by tests/release/test_adding_a_piece.py on a copy with a piece
 added as docs/adding-a-piece.md says: a count or a total the prose restates must agree, or a test fails.
 """
 from __future__ import annotations

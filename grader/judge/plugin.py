@@ -160,10 +160,10 @@ def progress(request: pytest.FixtureRequest):
 
 @pytest.fixture
 def sub(request: pytest.FixtureRequest):
-    """The student's file for the piece under test, in the piece's jailed worker (grader.judge.remote.Submission)."""
+    """The student's file for the piece under test, in the piece's jailed worker (grader.judge.remote.CaseHandle)."""
     from grader.judge.servers import worker_server
     from grader.judge.sources import lab_sources, student_sources
-    from grader.judge.remote import Slot, Submission
+    from grader.judge.remote import PieceWorker, CaseHandle
     from grader.core.pieces import PIECES
     from grader.judge.reference_code import ORDER
 
@@ -181,13 +181,13 @@ def sub(request: pytest.FixtureRequest):
             st.server = worker_server(st.worker_fd)
         sources = student_sources(st.submission, st.reference, stem, ORDER,
                                   stubbed=PIECES[st.piece].stubbed)
-        st.slot = Slot(st.server, sources, stem, path.name, st.output, st.memory_gb,
+        st.slot = PieceWorker(st.server, sources, stem, path.name, st.output, st.memory_gb,
                        worker_cpu_seconds(st.piece_timeout),
                        # the lab's training code (Luong's encoder and decode loop among it) only where the
                        # training case runs: a units run is graded alone and must hold no other piece's answer
                        lab=lab_sources(PIECES[st.piece].lab) if st.part != "units" else [],
                        required=st.require_jail)
-    handle = Submission(st.slot, case_seed(st, request.node.name), time.monotonic() + case_timeout(request.node))
+    handle = CaseHandle(st.slot, case_seed(st, request.node.name), time.monotonic() + case_timeout(request.node))
     try:
         yield handle
     finally:

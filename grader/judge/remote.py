@@ -1,7 +1,7 @@
 """The objects a case calls on a jailed worker (grader.judge.workers runs it): build the student's modules
 there, call them, read data back.
 
-`Submission` is what a case's `sub` fixture gives: `sub.new("EncoderAll", V, E, H)` builds the
+`CaseHandle` is what a case's `sub` fixture gives: `sub.new("EncoderAll", V, E, H)` builds the
 student's class in the worker and returns a `Handle`; calling a handle runs the student's code
 there and returns plain tensors, tuples, dicts and numbers. Student errors come back as
 `RemoteError` (or NotImplementedError), a worker that dies or hangs as `WorkerLost`; the judge
@@ -24,7 +24,7 @@ from grader.worker import wire
 class Handle:
     """An object that lives in the worker: a module the student's class built, or a part of one."""
 
-    def __init__(self, sub: Submission, name: str) -> None:
+    def __init__(self, sub: CaseHandle, name: str) -> None:
         self.sub, self.name = sub, name
 
     def __call__(self, *args, **kwargs):
@@ -70,7 +70,7 @@ class Handle:
         return self.sub.run({"cmd": "train", "name": self.name, "cfg": cfg, "steps": steps})
 
 
-class Slot:
+class PieceWorker:
     """The place a piece's one worker is kept between its cases: the worker is started on first use, kept for the
     piece's next case, replaced once it dies, hangs or is stopped. A file that failed to import fails every later
     case with the same message."""
@@ -119,11 +119,11 @@ class Slot:
             self.worker.close()
 
 
-class Submission:
+class CaseHandle:
     """The student's file for one piece, as one case sees it: the piece's worker, reset and seeded for
     this case on first use, answering before this case's deadline."""
 
-    def __init__(self, slot: Slot, seed: int, deadline: float) -> None:
+    def __init__(self, slot: PieceWorker, seed: int, deadline: float) -> None:
         self.slot, self.seed, self.deadline = slot, seed, deadline
         self.started = False
         self.names = itertools.count()

@@ -61,7 +61,7 @@ def student_sources(submission: Path, reference: Path | None, stem: str, order: 
     modules the piece's registry entry imports (`registry_imports`): the reference's (their stubs where `stubbed`),
     or the student's own in public mode. An import the registry does not list (a decoder's `from .luong import`)
     finds nothing in the worker. Only regular files are read."""
-    from grader.judge.stubs import stub_source
+    from grader.judge.stub_source import stub_source
 
     def read(path: Path) -> str | None:
         if not path.is_file() or path.is_symlink():

@@ -25,7 +25,7 @@ from grader.worker.limits import CASE_TIMEOUT
 
 if TYPE_CHECKING:
     from grader.judge.errors import Lost
-    from grader.judge.remote import Slot
+    from grader.judge.remote import PieceWorker
     from grader.judge.servers import SpawnedWorkers, WorkerServer
     from grader.judge.workers import Output
 
@@ -48,7 +48,7 @@ class JudgeState:
     piece_timeout: float  # seconds the piece may run; a worker's CPU-time limit follows from it
     output: Output  # the tail of what the piece's workers printed
     server: WorkerServer | SpawnedWorkers | None = None  # started on the first case that asks for a worker
-    slot: Slot | None = None  # the piece's worker, shared by its cases
+    slot: PieceWorker | None = None  # the piece's worker, shared by its cases
     jail: set[str] = field(default_factory=set)  # jail layers a worker of this piece could not put up
     reports: dict[str, list[str]] = field(default_factory=dict)  # each running case's messages, by node id
     ref: Any = None  # the reference solution's modules (grader.judge.reference_code), once loaded

@@ -47,7 +47,7 @@ def take_dropped() -> bool:
 
 def stub_messages(reference_text: str, piece: str) -> frozenset[str]:
     """The messages of the NotImplementedErrors `grade stubs` writes into this piece's stub."""
-    from grader.judge.stubs import stub_source
+    from grader.judge.stub_source import stub_source
 
     return frozenset(re.findall(r'raise NotImplementedError\("([^"\n]*)"\)', stub_source(reference_text, piece)))
 

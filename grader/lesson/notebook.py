@@ -26,7 +26,7 @@ from grader.lesson.ipynb import TAG, NotebookError, _nbformat, module_text, piec
 # The setup cell of lesson.ipynb imports these from here, and students' saved notebooks keep that line.
 from grader.lesson.kernel import check, lab_evaluator, lab_luong, unfinished  # noqa: F401
 from grader.core.pieces import PIECES
-from grader.judge.stubs import HEADER as STUB_HEADER, digest, normal, stub_source
+from grader.judge.stub_source import HEADER as STUB_HEADER, digest, normal, stub_source
 from grader import EXERCISES, REFERENCE
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from grader import EXERCISES, REFERENCE
-from grader.judge.stubs import digest, stub_source
+from grader.judge.stub_source import digest, stub_source
 from grader.core.pieces import FACTS, PIECES
 
 

@@ -22,7 +22,7 @@ from grader.lab import toy
 from grader.lab import train
 from grader.judge.workers import LoadError, RemoteError, WorkerLost, Output
 from grader.judge.sources import lab_sources
-from grader.judge.remote import RemoteSeq2Seq, Slot, Submission
+from grader.judge.remote import RemoteSeq2Seq, PieceWorker, CaseHandle
 from grader.judge.workers import worker_server
 from grader.judge.sources import relative_imports
 from grader.core.pieces import PIECES, run_order
@@ -100,7 +100,7 @@ def _progress(name: str, step: int, total: int, start: float) -> None:
     print(f"plots: {name} step {step}/{total}  {seconds:.0f} s, at most {left:.0f} s left", file=sys.stderr, flush=True)
 
 
-def _train_and_read(sub: Submission, model, name: str, cfg: train.TrainConfig, sentence: tuple) -> Trained:
+def _train_and_read(sub: CaseHandle, model, name: str, cfg: train.TrainConfig, sentence: tuple) -> Trained:
     """Train `model` (a worker handle) with the lab's loop to the stop rule, decoding validation here; then the
     test split's accuracy by length and the heatmap sentence's greedy decode."""
     from grader.lab import evaluate
@@ -157,7 +157,7 @@ def _stub_piece(message: str) -> str | None:
     return PIECES[found.group(1)].module if found and found.group(1) in PIECES else None
 
 
-def _build(sub: Submission, name: str, cfg: train.TrainConfig):
+def _build(sub: CaseHandle, name: str, cfg: train.TrainConfig):
     """The model, built in the worker right after seeding it with the schedule's seed, as the graded cases do."""
     sub.seed_worker(cfg.seed)
     sizes = (len(toy.SRC_ITOS), len(toy.TGT_ITOS), cfg.embed_dim, cfg.hidden_dim)
@@ -174,12 +174,12 @@ def _run(texts: dict[str, str], own: list[str], cfgs: dict[str, train.TrainConfi
     server = worker_server(None)
     output = Output()
     cpu = int(max(60.0, deadline - time.monotonic())) + 60
-    subs: dict[str, Submission] = {}
+    subs: dict[str, CaseHandle] = {}
     try:
         for name, stem in (("Bahdanau", "decoder"), ("Luong", "luong")):  # the piece whose training case trains it
-            slot = Slot(server, _sources(texts, stem), stem, f"{stem}.py", output, memory_gb, cpu,
+            slot = PieceWorker(server, _sources(texts, stem), stem, f"{stem}.py", output, memory_gb, cpu,
                         lab=lab_sources(PIECES[stem].lab), own=tuple(s for s in own if s != stem))
-            subs[name] = Submission(slot, cfgs[name].seed, deadline)
+            subs[name] = CaseHandle(slot, cfgs[name].seed, deadline)
         # both run once before either trains: an unfinished piece is found (and swapped) in seconds, not minutes
         batch = toy.encode(toy.read_split("valid")[:4])  # source lengths 1..4: cheap, with pads
         for name, sub in subs.items():

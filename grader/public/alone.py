@@ -60,21 +60,21 @@ def _own_file(st: JudgeState) -> Path:
 @pytest.fixture(scope="session")
 def _standin_slot(request: pytest.FixtureRequest):
     """The piece's worker with the stand-ins as its siblings: started on first use, kept for the piece's cases."""
-    from grader.judge.remote import Slot
+    from grader.judge.remote import PieceWorker
     from grader.judge.servers import worker_server
     from grader.worker.limits import worker_cpu_seconds
 
     st = _state(request)
-    made: list[Slot] = []
+    made: list[PieceWorker] = []
 
-    def get() -> Slot:
+    def get() -> PieceWorker:
         if not made:
             path = _own_file(st)
             if st.server is None:  # shared with the plugin's `sub`, which closes it
                 st.server = worker_server(st.worker_fd)
             sources = [(m, (STANDIN / f"{m}.py").read_text(encoding="utf-8")) for m in siblings(st.piece)]
             sources.append((path.stem, path.read_text(encoding="utf-8", errors="replace")))
-            made.append(Slot(st.server, sources, path.stem, path.name, st.output, st.memory_gb,
+            made.append(PieceWorker(st.server, sources, path.stem, path.name, st.output, st.memory_gb,
                              worker_cpu_seconds(st.piece_timeout)))
         return made[0]
 
@@ -87,11 +87,11 @@ def _standin_slot(request: pytest.FixtureRequest):
 def alone(request: pytest.FixtureRequest, _standin_slot):
     """Like the plugin's `sub`, but the piece's file imports the stand-ins (grader/public/standin), not the
     student's other files: what it earns is its own."""
-    from grader.judge.remote import Submission
+    from grader.judge.remote import CaseHandle
     from grader.judge.state import case_seed, case_timeout
 
     st = _state(request)
-    handle = Submission(_standin_slot(), case_seed(st, request.node.name),
+    handle = CaseHandle(_standin_slot(), case_seed(st, request.node.name),
                         time.monotonic() + case_timeout(request.node))
     try:
         yield handle

@@ -135,7 +135,7 @@ def _collect(code: Path) -> tuple[dict[str, dict[str, str]], list[str]]:
 def _stubs(stubs: Path | None) -> dict[str, str]:
     """{module: stub text}: from `stubs`, else generated from reference/ (exercises/ may be stale or edited)."""
     if stubs is None and (REFERENCE / "context.py").is_file():
-        from grader.judge.stubs import stub_source
+        from grader.judge.stub_source import stub_source
 
         return {p.module: stub_source((REFERENCE / f"{p.module}.py").read_text(), p.name) for p in PIECES.values()}
     folder = EXERCISES if stubs is None else stubs

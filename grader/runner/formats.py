@@ -35,13 +35,13 @@ def _json(runs: list[PieceRun], *, quick=None, seconds: float = 0.0, source: str
 
 
 def _classroom50(runs: list[PieceRun], **_) -> str:
-    from grader.runner.classroom50 import to_classroom50
+    from grader.runner.classroom50_result import to_classroom50
 
     return to_classroom50(runs)
 
 
 def _classroom50_refused() -> str | None:
-    from grader.runner.classroom50 import missing_identity
+    from grader.runner.classroom50_result import missing_identity
 
     gone = missing_identity()
     return (None if not gone else "--format classroom50 reads the submission's identity from Classroom 50's runner; "

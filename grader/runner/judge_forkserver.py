@@ -4,7 +4,7 @@ fresh judge per piece.
 Judges are trusted and never import submission code; each asks the workers' own fork server
 (grader.worker.worker_forkserver, started here first, before anything private is loaded) for jailed workers.
 Protocol, one JSON object per line: the parent sends {"argv", "cwd", "key", "output", "memory_gb"};
-the zygote answers {"pid"} once the child runs and {"pid", "status"} when it ends. {"op": "twin", "trains"}
+the server answers {"pid"} once the child runs and {"pid", "status"} when it ends. {"op": "twin", "trains"}
 forks a twin of the server for a second lane, on the descriptor given with --twin; the answer is {"pid"}, null
 where no twin could be made (the parent then grades on one lane).
 """
@@ -27,7 +27,7 @@ def _warm() -> None:
 
     # Nothing a judge does needs torch._dynamo (the stand-in device's mode runs in the workers), nor
     # torch.testing.assert_close's DTensor import (verdicts.is_close compares without it).
-    from grader.judge import plugin, reference_code, remote, stubs, verdicts  # noqa: F401
+    from grader.judge import plugin, reference_code, remote, stub_source, verdicts  # noqa: F401
     from grader import lab
     from grader.lab import artifacts, toy, train  # noqa: F401
 

@@ -26,7 +26,7 @@ from grader.judge.sources import withheld as withheld_reason
 from grader.runner import layout
 from grader.runner.layout import CASES
 from grader.runner.results import CaseResult, Limits, PieceRun, Status
-from grader.runner.zygote import Zygote
+from grader.runner.judge_servers import JudgeServer
 from grader.runner.summary import safe
 
 OUTPUT_LIMIT = 4000  # characters of a piece's stdout/stderr kept for the report
@@ -82,8 +82,8 @@ OFF = ("cacheprovider", "terminal", "unraisableexception", "threadexception", "l
 
 
 def _spawn(argv: list[str], cwd: str, key: str, output: Path, limits: Limits) -> tuple[int, str]:
-    """A fresh interpreter per piece: slower to start than the zygote, used where there is none (no fork) or it
-    died. The key goes in on standard input, which every OS can hand a child."""
+    """A fresh interpreter per piece: slower to start than a judges' fork server, used where there is none (no fork)
+    or it died. The key goes in on standard input, which every OS can hand a child."""
     with open(output, "wb") as out:
         try:
             proc = subprocess.Popen(host.python("pytest", "--attnlab-key-fd", "0", *argv), stdin=subprocess.PIPE,
@@ -146,7 +146,7 @@ class ProgressWatch:
 
 def run_piece(
     piece: str, expected: list[dict], submission: Path, reference: Path | None, seed: str, limits: Limits,
-    zygote: Zygote | None = None, cases: Path = CASES, on_progress=None, part: str = "all",
+    judge_server: JudgeServer | None = None, cases: Path = CASES, on_progress=None, part: str = "all",
 ) -> PieceRun:
     """Run `piece`'s cases (`part`: all, units or training; see `selected`) in a fresh process and return one
     result per expected case; on_progress(event) hears of a training case's progress (step, max_steps, acc,
@@ -157,7 +157,7 @@ def run_piece(
         argv = judge_argv(piece, Path(tmp), submission, reference, seed, limits, cases, part)
         start = time.perf_counter()
         watch = ProgressWatch(Path(tmp) / "progress.jsonl", on_progress) if on_progress else None
-        code, status = _launch(argv, tmp, key, Path(tmp) / "output.txt", limits, zygote)
+        code, status = _launch(argv, tmp, key, Path(tmp) / "output.txt", limits, judge_server)
         seconds = time.perf_counter() - start
         if watch:
             watch.stop()
@@ -197,13 +197,13 @@ def judge_argv(piece: str, tmp: Path, submission: Path, reference: Path | None, 
     ]
 
 
-def _launch(argv: list[str], tmp: str, key: str, out_path: Path, limits: Limits, zygote: Zygote | None
+def _launch(argv: list[str], tmp: str, key: str, out_path: Path, limits: Limits, judge_server: JudgeServer | None
             ) -> tuple[int, Status]:
-    """Run the judge on the zygote where there is one that lives (or was stopped: it raises Stopped), else in a
+    """Run the judge on the judges' server where there is one that lives (or was stopped: it raises Stopped), else in a
     fresh interpreter; (its exit code, how it ended)."""
-    if zygote is not None and (zygote.alive() or zygote.stopped or zygote.signalled()):
+    if judge_server is not None and (judge_server.alive() or judge_server.stopped or judge_server.signalled()):
         try:
-            code, status = zygote.run(argv, tmp, key, out_path, limits)
+            code, status = judge_server.run(argv, tmp, key, out_path, limits)
             return code, Status(status)
         except (EOFError, OSError, TypeError):  # the server died under us: fall back to a fresh process
             pass

@@ -16,7 +16,7 @@ from grader import REFERENCE, ROOT
 from grader.core.pieces import PIECES
 from grader.runner.sealing import KEY_ENV, SealError, _key, unseal  # noqa: F401 - SealError: what current() raises
 
-SEALED = ROOT / "grader" / "sealed.bin"
+SEALED_FILE = ROOT / "grader" / "sealed.bin"
 CASES = ROOT / "grader" / "cases"
 PUBLIC = ROOT / "grader" / "public"
 _opened: dict[bytes, Path] = {}
@@ -47,11 +47,11 @@ def current() -> Layout:
     if (CASES / f"test_{first}.py").exists() and (REFERENCE / f"{first}.py").exists():  # an instructor's checkout
         return Layout(CASES, REFERENCE, CASES / "manifest.json")
     key = _key[0] if _key else os.environ.get(KEY_ENV, "").strip().encode()
-    if SEALED.exists() and key:
+    if SEALED_FILE.exists() and key:
         if key not in _opened:
             tmp = Path(tempfile.mkdtemp(prefix="attnlab-sealed-"))
             atexit.register(shutil.rmtree, tmp, True)
-            unseal(SEALED.read_bytes(), key, tmp)
+            unseal(SEALED_FILE.read_bytes(), key, tmp)
             _opened[key] = tmp
         from grader import lab
 

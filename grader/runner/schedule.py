@@ -1,6 +1,6 @@
 """The order a submission's pieces are graded in, and the lanes they run on: see `Grading`. A lane is a thread that
-takes the next piece in turn and runs its judge on the lane's own zygote (grader.runner.zygote.Zygote, a judges'
-fork server), so that two lanes grade two pieces side by side."""
+takes the next piece in turn and runs its judge on the lane's own judges' fork server
+(grader.runner.judge_servers.JudgeServer), so that two lanes grade two pieces side by side."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,7 @@ from grader.core.host import FORK_SERVERS, StartError
 from grader.core.pieces import PIECES, holds, run_order
 from grader.runner import layout, manifest, report
 from grader.runner.launch import run_piece, selected
-from grader.runner.zygote import Zygote
+from grader.runner.judge_servers import JudgeServer
 from grader.runner.results import CaseResult, Limits, PieceRun, Status
 from grader.runner.stage import REFUSED
 
@@ -61,7 +61,7 @@ class Grading:
             with self.shown:
                 self.progress(piece, finished=finished)
 
-    def run_units(self, piece: str, zygote: Zygote | None) -> None:
+    def run_units(self, piece: str, judge_server: JudgeServer | None) -> None:
         """The piece's unit cases (all its cases in quick mode, or when it has no training case)."""
         self._tell(piece)
         why = self.refused.get(f"{PIECES[piece].module}.py")
@@ -71,11 +71,11 @@ class Grading:
             self.done[piece].append(refused_run(piece, self.expected[piece], why, self.limits))
         else:
             self.done[piece].append(run_piece(piece, self.expected[piece], self.submission, self.ref, self.seed,
-                                              self.limits, zygote, self.cases, part="units"))
+                                              self.limits, judge_server, self.cases, part="units"))
         if piece not in self.trains:
             self._tell(piece, finished=True)
 
-    def run_training(self, piece: str, zygote: Zygote | None) -> None:
+    def run_training(self, piece: str, judge_server: JudgeServer | None) -> None:
         """The piece's training cases whose needs passed; the others fail, saying which unit cases to fix."""
         passed = {c.name for run in self.done[piece] for c in run.cases if c.passed}
         cases = selected(self.expected[piece], self.limits, "training")
@@ -83,8 +83,8 @@ class Grading:
         blocked = {name: needs for name, needs in blocked.items() if needs}
         if len(blocked) < len(cases):
             on = (lambda event: self.training(piece, event)) if self.training else None
-            run = run_piece(piece, self.expected[piece], self.submission, self.ref, self.seed, self.limits, zygote,
-                            self.cases, on_progress=on, part="training")
+            run = run_piece(piece, self.expected[piece], self.submission, self.ref, self.seed, self.limits,
+                            judge_server, self.cases, on_progress=on, part="training")
         else:
             run = PieceRun(piece, [])
         run.cases = [c for c in run.cases if c.name not in blocked] + [
@@ -120,12 +120,12 @@ def merged(piece: str, parts: list[PieceRun], expected: list[dict]) -> PieceRun:
 
 def grade(
     *, submission: Path, pieces: list[str], seed: str, limits: Limits, reference: Path | None = None,
-    progress=None, zygote: Zygote | None = None, training=None, first: Zygote | None = None,
+    progress=None, judge_server: JudgeServer | None = None, training=None, first: JudgeServer | None = None,
 ) -> list[PieceRun]:
     """Grade `pieces` of `submission`; the score is computed here, from the manifest and signed records.
 
-    With a zygote given everything runs one after another on it; otherwise on two lanes: a zygote and its twin
-    (Zygote.twin), forked from it once it is ready. The unit cases run as `lanes` allows them (`pieces.holds`, the
+    With `judge_server` given everything runs one after another on it; otherwise on two lanes: a judges' server and
+    its twin (JudgeServer.twin), forked from it once it is ready. The unit cases run as `lanes` allows them (`pieces.holds`, the
     timed piece alone), then the training cases side by side (each worker trains on one thread, so the numbers
     match a one-at-a-time run). `first`: the first lane's server, started by start_server() while the caller
     prepared; grade closes it.
@@ -134,38 +134,38 @@ def grade(
     """
     job = Grading(submission=submission, pieces=pieces, seed=seed, limits=limits, reference=reference,
                   progress=progress, training=training)
-    own: list[Zygote] = []
+    own: list[JudgeServer] = []
     width = min(2, os.cpu_count() or 1, len(pieces))  # lanes
-    if zygote is not None:
-        zygotes = [zygote]
+    if judge_server is not None:
+        judge_servers = [judge_server]
     elif not FORK_SERVERS:
         # Without fork every judge and worker is a fresh interpreter whose start dominates, and there is no jail
         # to keep pieces apart: two lanes, each a fresh interpreter per piece.
-        zygotes = [None] * width
+        judge_servers = [None] * width
     else:
-        own = [first or Zygote()]
+        own = [first or JudgeServer()]
         first = None
         if width > 1:
             # the second lane's workers' server imports what training needs at once, beside the first lane's
             # timed piece; the first lane's, at its first training worker (the decoder's, the shorter case)
             own += filter(None, [own[0].twin(trains=bool(job.trains))])
-        zygotes = own
+        judge_servers = own
     if first is not None:  # not the server of this run's lanes
         first.kill()
     try:
-        lanes(unit_order(job.order), zygotes, job.run_units, waits=lambda p: [h for h in holds(p) if h in job.order],
-              alone=lambda p: PIECES[p].timed)
-        lanes(job.trains, zygotes, job.run_training)
+        lanes(unit_order(job.order), judge_servers, job.run_units,
+              waits=lambda p: [h for h in holds(p) if h in job.order], alone=lambda p: PIECES[p].timed)
+        lanes(job.trains, judge_servers, job.run_training)
     finally:
         for zyg in reversed(own):  # the twin first: it dies with the server it was forked from
             zyg.close()
     return job.runs()
 
 
-def start_server() -> Zygote | None:
+def start_server() -> JudgeServer | None:
     """The first lane's judges' server, started now: it imports torch (about a second) while the caller prepares
     the run; pass it to grade as `first`, or kill it. None where grade starts none (no fork)."""
-    return Zygote() if FORK_SERVERS else None
+    return JudgeServer() if FORK_SERVERS else None
 
 
 def unit_order(order: list[str]) -> list[str]:
@@ -175,8 +175,8 @@ def unit_order(order: list[str]) -> list[str]:
     return first + [p for p in order if p not in first]
 
 
-def lanes(order: list, zygotes: list, one, waits=lambda item: [], alone=lambda item: False) -> None:
-    """Call one(item, zygote) for each item of `order` on one lane per zygote (None: a fresh interpreter per
+def lanes(order: list, judge_servers: list, one, waits=lambda item: [], alone=lambda item: False) -> None:
+    """Call one(item, judge_server) for each item of `order` on one lane per judge_server (None: a fresh interpreter per
     piece). A lane takes the first item left whose `waits(item)` are done, never one that is `alone` beside
     another, nor any beside one that is; the lanes' first items are dealt before they start, so which lane runs
     which is the same every run. An error in a lane is raised here once every lane has stopped.
@@ -186,7 +186,7 @@ def lanes(order: list, zygotes: list, one, waits=lambda item: [], alone=lambda i
     todo, running, done = list(order), set(), set()
     errors: list[BaseException] = []
     turn = threading.Condition()
-    zygotes = zygotes or [None]
+    judge_servers = judge_servers or [None]
 
     def take():  # under `turn`
         for item in todo:
@@ -220,7 +220,7 @@ def lanes(order: list, zygotes: list, one, waits=lambda item: [], alone=lambda i
                 turn.notify_all()
 
     with turn:
-        dealt = [(zyg, take()) for zyg in zygotes]
+        dealt = [(zyg, take()) for zyg in judge_servers]
     if len(dealt) == 1:
         lane(*dealt[0])
     else:

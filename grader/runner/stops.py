@@ -151,11 +151,11 @@ def end_tree(root: int | None = None, patience: float = 5.0) -> int:
     return len(killed)
 
 
-def end_all(zygotes: list, pool, running: threading.Thread | None, patience: float = 30.0) -> None:
-    """A stopped run's processes ended and its grading threads with them: the fork servers first (Zygote.kill), so
+def end_all(judge_servers: list, pool, running: threading.Thread | None, patience: float = 30.0) -> None:
+    """A stopped run's processes ended and its grading threads with them: the fork servers first (JudgeServer.kill), so
     that no thread starts a judge of its own in their place, then everything below this process; the pool's
     queued work dropped, and the thread `until_stopped` left running joined."""
-    for z in zygotes:
+    for z in judge_servers:
         z.kill()
     end_tree()
     pool.shutdown(wait=False, cancel_futures=True)

@@ -36,7 +36,7 @@ from grader.regrade.release_files import Verdict
 from grader.regrade.rowstatus import error_text, ok_text, status_of
 from grader.core.pieces import PIECES, run_order
 from grader.runner import stops
-from grader.runner.zygote import Stopped, Zygote
+from grader.runner.judge_servers import Stopped, JudgeServer
 from grader.runner.results import Limits
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ class Student:
 class Batch:
     """One `grade batch` run (see `main`), step by step: `plan`, `launch` (which `stage`s, `attempt`s and `train`s
     each student), `collect` (a student's row, once they are done) and `write`. The pool's threads share its state
-    under `lock`: `live`, `left`, `zygotes` and `resumed`; `failed` is written only for a student no other thread
+    under `lock`: `live`, `left`, `judge_servers` and `resumed`; `failed` is written only for a student no other thread
     is grading then."""
 
     # what `plan` lays down
@@ -98,7 +98,7 @@ class Batch:
         self.shard, self.before, self.roster, self.prefix, self.scores = shard, before, roster, prefix, scores
         self.lock, self.bound = threading.Lock(), staging.Bound(staging.DISK_BYTES if disk is None else disk)
         self.local = threading.local()  # each thread's fork server, started at its first piece
-        self.zygotes: list[Zygote] = []  # every thread's, closed at the end
+        self.judge_servers: list[JudgeServer] = []  # every thread's, closed at the end
         self.live: dict[Path, Student] = {}  # staged and still being graded
         self.failed: dict[Path, BaseException] = {}  # a student whose grading raised: graded no further
         self.left: dict[Path, int] = {}  # a training student's training cases still to run
@@ -120,7 +120,7 @@ class Batch:
             finally:
                 if self.bar:
                     self.bar.close()
-                for z in self.zygotes:
+                for z in self.judge_servers:
                     z.close()
                 pool.shutdown(wait=not self.stop.stopped, cancel_futures=self.stop.stopped)
         return self.write()
@@ -128,7 +128,7 @@ class Batch:
     def halt(self, pool: ThreadPoolExecutor, running: threading.Thread | None) -> None:
         """Stopped: every process the run started ended (stops.end_all), the students graded so far kept (their rows,
         the journal a rerun resumes from, a manifest that says the run did not finish), then one line and the exit."""
-        stops.end_all(list(self.zygotes), pool, running)  # copying a list is atomic: no lock a stuck thread holds
+        stops.end_all(list(self.judge_servers), pool, running)  # copying a list is atomic: no lock a stuck thread holds
         with self.gradebook.lock:
             self.gradebook.finish()
         self.journal.close()
@@ -250,15 +250,15 @@ class Batch:
         except OSError as e:
             return Verdict.not_checked(str(e.strerror or e))
 
-    def zygote(self) -> Zygote:
+    def judge_server(self) -> JudgeServer:
         """This thread's fork server, started at its first piece."""
-        if not hasattr(self.local, "zygote"):
+        if not hasattr(self.local, "judge_server"):
             if self.stop.stopped:  # a thread past `attempt`'s check as the stop came: no server the stop missed
                 raise Stopped("the run is stopping")
-            self.local.zygote = Zygote()
+            self.local.judge_server = JudgeServer()
             with self.lock:
-                self.zygotes.append(self.local.zygote)
-        return self.local.zygote
+                self.judge_servers.append(self.local.judge_server)
+        return self.local.judge_server
 
     def attempt(self, path: Path, step: str, piece: str) -> None:
         """live[path]'s run_units or run_training of `piece`, unless that student already failed; a failure is
@@ -266,7 +266,7 @@ class Batch:
         if path in self.failed or self.stop.stopped:
             return
         try:
-            getattr(self.live[path].job, step)(piece, self.zygote())
+            getattr(self.live[path].job, step)(piece, self.judge_server())
         except Exception as e:  # noqa: BLE001 - recorded for that student's row
             self.failed[path] = e
 

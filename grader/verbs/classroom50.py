@@ -31,7 +31,7 @@ from pathlib import Path
 
 from grader.release import build as release
 from grader.runner import attest
-from grader.runner.classroom50 import graded_maximum
+from grader.runner.classroom50_result import graded_maximum
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{1,38}$")  # Classroom 50's own rule for classroom and assignment names
 LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # and for a runs-on label

@@ -33,7 +33,7 @@ from grader.core.pieces import PIECES
 from grader.runner.report import as_dict, to_text
 from grader.runner.results import Limits
 
-from helpers import QUICK, REFERENCE, shared_zygote
+from helpers import QUICK, REFERENCE, shared_judge_server
 
 EXERCISES = ROOT / "exercises"
 CASES = ROOT / "grader" / "cases"
@@ -169,7 +169,7 @@ def judge(sub: Path, pieces: list[str], limits: Limits = QUICK, fresh: bool = Fa
     with tempfile.TemporaryDirectory(prefix="attnlab-redteam-") as tmp:
         staged = stage(sub, Path(tmp))
         runs = grade(submission=staged, pieces=pieces, seed="0", limits=limits,
-                     zygote=None if fresh else shared_zygote())
+                     judge_server=None if fresh else shared_judge_server())
     report = as_dict(runs)
     assert [p["name"] for p in report["pieces"]] == pieces
     return Graded(report, to_text(runs, str(sub)), "".join(r.output for r in runs))

@@ -12,7 +12,7 @@ import pytest
 
 from grader.runner.results import Limits
 
-from helpers import QUICK, REFERENCE, at_import, eventually, grade_dict, shared_zygote
+from helpers import QUICK, REFERENCE, at_import, eventually, grade_dict, shared_judge_server
 
 from .harness import FULL, LOOSE, each_refused, full_marks, hostile, judge, run_batch
 
@@ -20,10 +20,10 @@ pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venv
 
 
 def test_the_parent_and_the_grandparent_cannot_be_signalled(lab, arena):
-    zygote = shared_zygote()
+    judge_server = shared_judge_server()
     call = f'''
         _payload()
-        for _pid in (_os.getppid(), {zygote.proc.pid}):
+        for _pid in (_os.getppid(), {judge_server.proc.pid}):
             for _sig in (_signal.SIGKILL, _signal.SIGTERM, _signal.SIGSTOP):
                 try:
                     _os.kill(_pid, _sig)
@@ -32,7 +32,7 @@ def test_the_parent_and_the_grandparent_cannot_be_signalled(lab, arena):
     '''
     g = judge(lab(files={"context": hostile("context", arena, call=call)}), ["context", "luong"])
     full_marks(g, "context", "luong")
-    assert zygote.alive()
+    assert judge_server.alive()
     arena.assert_unharmed(g.everything)
 
 
@@ -164,10 +164,11 @@ def _children(pid: int) -> set[int]:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_a_piece_stopped_at_its_time_limit_leaves_no_worker_behind(lab, arena):
-    zygote = shared_zygote()
-    servers = eventually(lambda: [p for p in _children(zygote.proc.pid)  # a zygote just started may not have its
+    judge_server = shared_judge_server()
+    # a judges' server just started may not have started its workers' server yet
+    servers = eventually(lambda: [p for p in _children(judge_server.proc.pid)
                                   if b"grader.worker.worker_forkserver" in Path(f"/proc/{p}/cmdline").read_bytes()],
-                         within=60)  # server yet
+                         within=60)
     assert len(servers) == 1
     before = _children(servers[0])
     call = "_payload()\nimport time as _time\n_time.sleep(10**6)  # no CPU spent: RLIMIT_CPU never ends it\n"

@@ -35,7 +35,8 @@ class Log:
         self.overlaps: list[tuple[tuple, tuple]] = []
         self.timeline: list[tuple[str, tuple]] = []  # ("start" | "end", run), in the order they happened
 
-    def __call__(self, piece, expected, submission, ref, seed, limits, zygote, cases, on_progress=None, part="all"):
+    def __call__(self, piece, expected, submission, ref, seed, limits, judge_server, cases, on_progress=None,
+                 part="all"):
         me = (submission.name, piece, part)
         with self.lock:
             self.overlaps += [(me, other) for other in self.running]
@@ -66,8 +67,8 @@ def log(monkeypatch):
     def install(fail=frozenset()) -> Log:
         fake = Log(fail)
         monkeypatch.setattr(schedule, "run_piece", fake)
-        monkeypatch.setattr(schedule, "Zygote", NoZygote)
-        monkeypatch.setattr(batch, "Zygote", NoZygote)
+        monkeypatch.setattr(schedule, "JudgeServer", NoZygote)
+        monkeypatch.setattr(batch, "JudgeServer", NoZygote)
         monkeypatch.setattr(schedule, "FORK_SERVERS", True)
         return fake
     return install

@@ -22,7 +22,7 @@ def test_the_seal_key_is_out_of_reach_of_graded_code(lab, arena, tmp_path, monke
     if via == "cli":
         g = run_cli(sub, ["context"], tmp_path)
     else:
-        g = judge(sub, ["context"], fresh=True)  # a zygote started after the key was set
+        g = judge(sub, ["context"], fresh=True)  # a judge_server started after the key was set
     full_marks(g, "context")
     assert "KEY-FOUND" not in g.everything and key not in g.everything
     arena.assert_unharmed(g.everything)

@@ -25,7 +25,7 @@ from cryptography.fernet import Fernet
 
 from grader.cli import cli
 from grader.regrade import perpush
-from grader.runner import attest, classroom50
+from grader.runner import attest, classroom50_result
 from grader.runner.results import CaseResult, PieceRun
 
 CLASSROOM, ASSIGNMENT = "fall26", "attention-lab"
@@ -56,7 +56,7 @@ def signed(user: str, points=((2, True), (3, True), (4, False)), push: int = 1, 
     e = env_of(user, push, **env)
     runs = [PieceRun("encoder", [CaseResult(f"test_case_{i}", p, ok, "" if ok else "off")
                                  for i, (p, ok) in enumerate(points)])]
-    doc = attest.sign(classroom50.result(runs, environ=e), KEY, repository=repository or e["GITHUB_REPOSITORY"],
+    doc = attest.sign(classroom50_result.result(runs, environ=e), KEY, repository=repository or e["GITHUB_REPOSITORY"],
                       commit=e["GITHUB_SHA"], bundle=BUNDLE)
     doc.update(owner=user, datetime="2026-12-01T09:58:00Z", graded_at="2026-12-01T10:01:00Z")
     return json.loads(json.dumps(doc))

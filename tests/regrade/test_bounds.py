@@ -91,10 +91,10 @@ def test_a_staged_student_keeps_only_their_lab_files_and_staging_waits_at_the_di
     held: list[list[str]] = []
     real_units = schedule.Grading.run_units
 
-    def run_units(self, piece, zygote):
+    def run_units(self, piece, judge_server):
         batch_tmp = self.submission.parent.parent
         held.append(sorted(p.relative_to(batch_tmp).as_posix() for p in batch_tmp.glob("*/*")))
-        return real_units(self, piece, zygote)
+        return real_units(self, piece, judge_server)
 
     monkeypatch.setattr(schedule.Grading, "run_units", run_units)
     out = tmp_path / "book" / "grades.csv"

@@ -32,7 +32,7 @@ def rerun(tmp_path, monkeypatch):
     graded: list[str] = []
     real = schedule.Grading.run_units
     monkeypatch.setattr(schedule.Grading, "run_units",
-                        lambda self, piece, zygote: (graded.append(piece), real(self, piece, zygote))[1])
+                        lambda self, piece, judge_server: (graded.append(piece), real(self, piece, judge_server))[1])
 
     def run() -> tuple[int, int]:
         graded.clear()

@@ -184,7 +184,7 @@ def test_a_shard_that_died_is_rerun_alone_and_grades_only_the_students_it_had_le
     graded: list[str] = []
     real_units = schedule.Grading.run_units
     monkeypatch.setattr(schedule.Grading, "run_units",
-                        lambda self, piece, zygote: (graded.append(piece), real_units(self, piece, zygote))[1])
+                        lambda self, piece, server: (graded.append(piece), real_units(self, piece, server))[1])
     verb.main(submissions=[klass], out=out, reports=None, jobs=1, seed="7", progress=False, limits=quick,
               shard=sharding.Shard(1, 1))
     manifest = json.loads((tmp_path / "part" / "grades-manifest.json").read_text())

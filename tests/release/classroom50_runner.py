@@ -1,6 +1,6 @@
 """Classroom 50's runner as the tests play it: a release, a clean base interpreter, a checkout made from the
 template, and `python3 autograder.py` run in it with the runner's environment; every result.json it leaves is checked
-against every rule of the contract (grader.runner.classroom50.problems)."""
+against every rule of the contract (grader.runner.classroom50_result.problems)."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,7 @@ from pathlib import Path
 from cryptography.fernet import Fernet
 
 from grader import REFERENCE, ROOT
-from grader.runner.classroom50 import problems
+from grader.runner.classroom50_result import problems
 from grader.verbs import classroom50
 
 OWNER = "alice"

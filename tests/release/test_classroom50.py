@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from grader import REFERENCE, ROOT, lab
 from grader.cli import cli
-from grader.runner import classroom50
+from grader.runner import classroom50_result
 from grader.runner.results import CaseResult, PieceRun
 from grader.verbs import classroom50 as verb
 from grader.release import build as release
@@ -112,9 +112,9 @@ def run(name: str, points: list[tuple[int, bool]]) -> PieceRun:
 
 
 def test_the_result_document_keeps_every_rule_of_the_contract():
-    doc = classroom50.result([run("encoder", [(2, True), (3, False), (0, False)]), run("context", [(9, True)])],
+    doc = classroom50_result.result([run("encoder", [(2, True), (3, False), (0, False)]), run("context", [(9, True)])],
                              environ=ENV, now=datetime.datetime(2026, 12, 2, 10, 0, tzinfo=datetime.timezone.utc))
-    assert classroom50.problems(doc, ENV) == []
+    assert classroom50_result.problems(doc, ENV) == []
     assert (doc["score"], doc["max-score"], len(doc["tests"])) == (11, 14, 3)  # the point-free case is no test
     assert doc["owner"] == "Alice" and doc["datetime"] == "2026-12-02T10:00:00Z" and doc["review"] == ENV["COMMIT_URL"]
     failed = doc["tests"][1]
@@ -122,14 +122,14 @@ def test_the_result_document_keeps_every_rule_of_the_contract():
 
 
 def test_a_keyed_run_posts_the_score_and_a_status_the_runner_derives_from_it():
-    doc = classroom50.result([run("encoder", [(2, True)]), run("context", [(9, True)])], environ=ENV)
-    assert (doc["score"], doc["max-score"]) == (11, 11) and classroom50.status(doc, public=False) is None
-    assert classroom50.posted_status(doc) == "success"
+    doc = classroom50_result.result([run("encoder", [(2, True)]), run("context", [(9, True)])], environ=ENV)
+    assert (doc["score"], doc["max-score"]) == (11, 11) and classroom50_result.status(doc, public=False) is None
+    assert classroom50_result.posted_status(doc) == "success"
 
 
 def test_the_public_checks_alone_post_neither_a_success_nor_a_score_and_say_not_graded(tmp_path, monkeypatch):
     """A hosted runner holds no key: its result must not enter Classroom 50's gradebook as a full score."""
-    from grader.runner import manifest, workflow
+    from grader.runner import manifest, workflow_steps
     from grader.runner.summary import as_dict
 
     report = tmp_path / "report.json"
@@ -139,16 +139,16 @@ def test_the_public_checks_alone_post_neither_a_success_nor_a_score_and_say_not_
     outputs = tmp_path / "github-output"
     outputs.write_text("")
     monkeypatch.setenv("GITHUB_OUTPUT", str(outputs))
-    assert workflow.classroom50_files(report, tmp_path, public=True) == 0
+    assert workflow_steps.classroom50_files(report, tmp_path, public=True) == 0
     doc = json.loads((tmp_path / "result.json").read_text())
-    assert classroom50.problems(doc, ENV) == []
+    assert classroom50_result.problems(doc, ENV) == []
     real_maximum = sum(c["points"] for cases in manifest.read().values() for c in cases if c["points"] > 0)
     assert (doc["score"], doc["max-score"]) == (0, real_maximum)
-    assert classroom50.posted_status(doc, outputs.read_text()) == "failure"
-    assert classroom50.posted_status(doc) == "failure"  # even where the runner ignored the written status
+    assert classroom50_result.posted_status(doc, outputs.read_text()) == "failure"
+    assert classroom50_result.posted_status(doc) == "failure"  # even where the runner ignored the written status
     summary = [line for line in outputs.read_text().splitlines() if line.startswith("summary=")]
     assert len(summary) == 1 and "not graded" in summary[0] and "2 of 2 passed" in summary[0] and len(summary[0]) <= 148
-    checks = [t for t in doc["tests"] if t["test-name"] != classroom50.NOT_GRADED]
+    checks = [t for t in doc["tests"] if t["test-name"] != classroom50_result.NOT_GRADED]
     assert len(checks) == 2 and all(t["passed"] and t["max-score"] == 0 and ": public check: " in t["test-name"]
                                     for t in checks)
     body = (tmp_path / "release-body.md").read_text()
@@ -168,9 +168,9 @@ def test_the_public_checks_alone_post_neither_a_success_nor_a_score_and_say_not_
     (lambda d: d["tests"][0].update(score=1), "do not add up"),
 ])
 def test_a_document_that_breaks_the_contract_is_named(change, said):
-    doc = classroom50.result([run("encoder", [(2, True), (3, False)])], environ=ENV)
+    doc = classroom50_result.result([run("encoder", [(2, True), (3, False)])], environ=ENV)
     change(doc)
-    assert any(said in line for line in classroom50.problems(doc, ENV)), classroom50.problems(doc, ENV)
+    assert any(said in line for line in classroom50_result.problems(doc, ENV)), classroom50_result.problems(doc, ENV)
 
 
 def test_the_format_needs_the_runners_environment_and_a_full_run(monkeypatch):

@@ -2,7 +2,7 @@
 autograder never gave is caught with its own word, and an honest class verifies, without grading anything.
 
 Most results here are made-up reports signed by grader.runner.attest as the autograder signs them; one goes through
-the real path (the release's own workflow.py with the runner's environment), and the last is a real graded run."""
+the real path (the release's own workflow_steps.py with the runner's environment), and the last is a real graded run."""
 from __future__ import annotations
 
 import csv
@@ -21,7 +21,7 @@ from cryptography.fernet import Fernet
 
 from grader import ROOT
 from grader.cli import cli
-from grader.runner import attest, classroom50
+from grader.runner import attest, classroom50_result
 from grader.runner.report import as_dict
 from grader.runner.results import CaseResult, PieceRun
 from grader.verbs import classroom50 as release_verb
@@ -70,7 +70,7 @@ def signed(keyed: dict, user: str, points: list[tuple[int, bool]], push: int = 1
            bundle: str | None = None, key: bytes | None = None) -> dict:
     """The result the keyed autograder writes for this push, signed as it signs it."""
     env = runner_env(user, push, classroom)
-    doc = classroom50.result(runs(points), environ=env)
+    doc = classroom50_result.result(runs(points), environ=env)
     return attest.sign(doc, key or keyed["key"], repository=env["GITHUB_REPOSITORY"], commit=env["GITHUB_SHA"],
                        bundle=bundle or keyed["bundle_digest"])
 
@@ -168,14 +168,14 @@ def test_a_stripped_signature_is_unsigned_and_an_edited_score_is_forged(keyed, t
     edited = as_posted(signed(keyed, "trudy", [(2, True), (7, False)]), "trudy")
     edited["tests"][1].update(passed=True, score=7)
     edited["score"] = 9
-    hosted = classroom50.result(runs([(1, True)]), public=True, environ=runner_env("carol"))
+    hosted = classroom50_result.result(runs([(1, True)]), public=True, environ=runner_env("carol"))
     code, lines, _ = verify(download(tmp_path / "c", {"mallory": [(tag_of("mallory"), stripped)],
                                                       "trudy": [(tag_of("trudy"), edited)],
                                                       "carol": [(tag_of("carol"), as_posted(hosted, "carol"))]}), keyed)
     assert code == 1 and lines["mallory"].startswith("unsigned: no signature")
     assert lines["trudy"].startswith("forged: the signature does not match the document")
     assert lines["carol"] == "unsigned: the public smoke checks of a runner without the key: not a grade"
-    assert classroom50.problems(edited, runner_env("trudy")) == []  # the contract alone lets the edit through
+    assert classroom50_result.problems(edited, runner_env("trudy")) == []  # the contract alone lets the edit through
 
 
 def test_a_student_without_a_result_a_linked_result_and_a_changed_commit_link_are_named(keyed, tmp_path):
@@ -238,9 +238,9 @@ def test_the_autograders_own_workflow_step_signs_a_result_verify_accepts(keyed, 
     done = subprocess.run(step, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads((tmp_path / "scratch" / "result.json").read_text())
-    assert classroom50.problems(doc, env) == [] and doc["tests"][0][attest.FIELD]["commit"] == sha_of("alice")
+    assert classroom50_result.problems(doc, env) == [] and doc["tests"][0][attest.FIELD]["commit"] == sha_of("alice")
     posted = as_posted(doc, "alice")
-    assert classroom50.problems(posted, env) == []
+    assert classroom50_result.problems(posted, env) == []
     code, lines, output = verify(download(tmp_path / "c", {"alice": [(tag_of("alice"), posted)]}), keyed)
     assert code == 0 and lines == {"alice": "verified 2/5"}, output
     del env["GITHUB_SHA"]

@@ -1,6 +1,6 @@
 """The generated autograder.py, run as Classroom 50's runner runs it: `python3 autograder.py` from a clean base
 interpreter, in a checkout of a student repository made from the template, with the runner's environment; its
-result.json is checked against every rule of the contract (grader.runner.classroom50.problems)."""
+result.json is checked against every rule of the contract (grader.runner.classroom50_result.problems)."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,7 @@ import pytest
 from cryptography.fernet import Fernet
 
 from grader import REFERENCE
-from grader.runner.classroom50 import NOT_GRADED, posted_status
+from grader.runner.classroom50_result import NOT_GRADED, posted_status
 
 from helpers import POINTS, TOTAL, venv_over_this_environment
 from hostile_root import plant

@@ -249,7 +249,7 @@ def test_the_payload_built_from_the_json_report_is_the_classroom_payload(failed)
 
 
 def test_the_summary_step_writes_the_summary_and_the_payload_and_refuses_an_error_report(tmp_path, monkeypatch):
-    from grader.runner import workflow
+    from grader.runner import workflow_steps
     from grader.runner.formats import grader_error
     from grader.runner.report import as_dict
 
@@ -258,10 +258,10 @@ def test_the_summary_step_writes_the_summary_and_the_payload_and_refuses_an_erro
     summary, output = tmp_path / "summary.md", tmp_path / "output"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     monkeypatch.setenv("GITHUB_OUTPUT", str(output))
-    assert workflow.main(["summary", str(report), "grade-report"]) == 0
+    assert workflow_steps.main(["summary", str(report), "grade-report"]) == 0
     assert summary.read_text().startswith("## Attention lab: 11/12 points") and "` grade-report `" in summary.read_text()
     payload = json.loads(base64.b64decode(output.read_text().strip().removeprefix("result=")))
     assert payload == classroom_payload(runs_with({"d1"}))
     report.write_text(grader_error("json", "judge exited"))
-    assert workflow.main(["summary", str(report)]) == 2
+    assert workflow_steps.main(["summary", str(report)]) == 2
     assert output.read_text().count("result=") == 1

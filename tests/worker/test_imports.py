@@ -11,7 +11,7 @@ import pytest
 from grader import ROOT
 from grader.judge.sources import lab_sources, relative_imports, student_sources
 from grader.core.pieces import PIECES
-from grader.judge.stubs import stub_source
+from grader.judge.stub_source import stub_source
 from grader.judge.reference_code import ORDER
 
 from helpers import REFERENCE, make_submission

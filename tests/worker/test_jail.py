@@ -77,7 +77,7 @@ def test_the_jail_refuses_exec_fork_sockets_signals_and_the_labs_files(tmp_path)
     finally:
         sentinel.kill()
     assert not (tmp_path / "x").exists()
-    assert got["open descriptors"] == [0, 1, 2, 3], got  # everything the zygote held is closed
+    assert got["open descriptors"] == [0, 1, 2, 3], got  # everything the judge_server held is closed
     if "seccomp" not in got["missing"]:
         for what in ("exec", "fork", "socket", "signal another process"):
             assert got[what].startswith("refused"), (what, got)

@@ -1,5 +1,5 @@
-"""The parent's side of the judges' fork servers: a Zygote (grader.runner.judge_forkserver) and its Twin, each asked
-for one judge at a time and waited for with a deadline (grader.runner.launch.run_piece reads what the judge wrote)."""
+"""The parent's side of the judges' fork servers: a JudgeServer (grader.runner.judge_forkserver) and its Twin, each
+asked for one judge at a time and waited for with a deadline (grader.runner.launch.run_piece reads what the judge wrote)."""
 from __future__ import annotations
 
 import json
@@ -26,11 +26,11 @@ class Stopped(Exception):
 _STOPS = {-signal.SIGTERM, -signal.SIGINT, 128 + signal.SIGTERM, 128 + signal.SIGINT}
 
 
-class Zygote:
+class JudgeServer:
     """The parent's side of a judges' fork server (grader.runner.judge_forkserver): one interpreter that imported torch,
-    pytest and the judge's modules once, from which a judge is forked per piece (a zygote, as the process is called
-    that every Android app forks from); `run` asks it for one judge and waits for it with a deadline. `kill` ends it
-    and its judge at once, for a run that stops: then every `run` raises Stopped."""
+    pytest and the judge's modules once, from which a judge is forked per piece; `run` asks it for one judge and waits
+    for it with a deadline. `kill` ends it and its judge at once, for a run that stops: then every `run` raises
+    Stopped."""
 
     def __init__(self) -> None:
         # the server dies with this process (its argument: whose death to watch for); `spare` is the channel of
@@ -80,7 +80,7 @@ class Zygote:
                 return None
             chunk = os.read(fd, 4096)
             if not chunk:
-                raise EOFError("the zygote exited")
+                raise EOFError("the judge_server exited")
             self.buf += chunk
         line, _, self.buf = self.buf.partition(b"\n")
         return json.loads(line)
@@ -137,8 +137,8 @@ class Zygote:
                 self.proc.kill()
 
 
-class Twin(Zygote):
-    """A zygote's twin (Zygote.twin): the same requests and answers on a socket of its own. It is not this
+class Twin(JudgeServer):
+    """A judge_server's twin (JudgeServer.twin): the same requests and answers on a socket of its own. It is not this
     process's child, so its end shows as the socket's end of file; it dies with the server it was forked from."""
 
     def __init__(self, channel: socket.socket, pid: int) -> None:

@@ -69,23 +69,23 @@ def report_points(runner: str) -> int:
 
 
 def classroom50_files(report_path: Path, out: Path, public: bool, signer: tuple[Path, Path] | None = None) -> int:
-    from grader.runner import classroom50
+    from grader.runner import classroom50_result
 
     report = read_report(report_path)
     if report is None:
         return 2
-    missing = classroom50.missing_identity()
+    missing = classroom50_result.missing_identity()
     if missing:
         print(f"::error title=Grading failed::Classroom 50's runner did not set {', '.join(missing)}; no score is posted.")
         return 2
-    doc = classroom50.result(reporter.runs_from_report(report), public=public)
+    doc = classroom50_result.result(reporter.runs_from_report(report), public=public)
     if signer is not None:
         doc = signed(doc, *signer)
         if doc is None:
             return 2
     (out / "result.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     (out / "release-body.md").write_text(markdown.render(report, public=public), encoding="utf-8")
-    posted = classroom50.status(doc, public=public)
+    posted = classroom50_result.status(doc, public=public)
     if posted and "GITHUB_OUTPUT" in os.environ:  # the runner posts this instead of deriving one from the tests
         with open(os.environ["GITHUB_OUTPUT"], "a", encoding="utf-8") as f:
             f.write("status={}\nsummary={}\n".format(*posted))

@@ -1,4 +1,5 @@
-"""The regrade's files beside a gradebook: the CSV itself, the shard's manifest and the journal a rerun resumes from.
+"""The regrade's gradebook: the CSV itself and the files beside it (the manifest's writing and reading is
+grader/regrade/manifests.py, the journal grader/regrade/journal.py, the digests they record grader/regrade/digests.py).
 
 `grade batch --out DIR/grades.csv` writes, in DIR:
 - grades.csv: one row a student, in order of name (written as rows finish, then rewritten sorted);
@@ -14,8 +15,6 @@ The merge (grader/verbs/merge.py) checks the manifests agree and writes the same
 from __future__ import annotations
 
 import csv
-import hashlib
-import json
 import os
 import re
 import sys
@@ -23,11 +22,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import ROOT
-from grader.regrade.rowstatus import status_of
+from grader.regrade.journal import Journal
 
-FORMAT = 1
-MAX_MANIFEST = 256 << 20  # bytes: a class of thousands' rows, with room
 _FORMULA = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")  # and their full-width forms
 def fields(pieces: list[str], per_push: bool = False) -> list[str]:
     """The gradebook's columns: a column a piece graded; `per_push` (grade batch --verify): beside the regrade's
@@ -132,185 +128,7 @@ class Gradebook:
         write_csv(self.files.csv, self.rows, self.mode, self.pieces)
 
 
-# --- what a run was -------------------------------------------------------------------------------
-
-def _hash_files(h, paths: list[tuple[str, Path]]):
-    """`h` updated with each (name, file) in order of name: its name, size and bytes."""
-    for name, path in sorted(paths):
-        h.update(f"{name}\0{path.stat().st_size}\0".encode())
-        h.update(path.read_bytes())
-    return h
-
-
-def _tree_digest(paths: list[tuple[str, Path]]) -> str:
-    return _hash_files(hashlib.sha256(), paths).hexdigest()
-
-
-def _folder_files(folder: Path, pattern: str = "*") -> list[tuple[str, Path]]:
-    """Every regular file under `folder` matching `pattern` (caches aside), named relative to it."""
-    if not folder.is_dir():
-        return []
-    return [(p.relative_to(folder).as_posix(), p) for p in folder.rglob(pattern)
-            if "__pycache__" not in p.parts and p.suffix != ".pyc" and p.is_file() and not p.is_symlink()]
-
-
-def grader_digest() -> str:
-    """The grader's own code: every .py file of the package."""
-    return _tree_digest(_folder_files(ROOT / "grader", "*.py"))
-
-
-def artifacts_digest() -> str:
-    """The small trained models the cases start from and compare with (grader/artifacts: the warm starts, the
-    evaluated model, their checksums): `grade artifacts` retrains them, and a training case's score follows them."""
-    from grader.lab import artifacts
-
-    return _tree_digest(_folder_files(artifacts.DIR))
-
-
-def data_digest() -> str:
-    """The toy task's splits the grader trains and tests on (datasets/toy_translation)."""
-    from grader.core import datasets
-
-    return _tree_digest(_folder_files(datasets.DATA_DIR))
-
-
-def runtime() -> dict:
-    """The versions a score can follow: Python's, and PyTorch's and NumPy's as this process loaded them (the
-    workers fork from it), else as installed."""
-    import platform
-    from importlib.metadata import PackageNotFoundError, version
-
-    found = {"python": platform.python_version()}
-    for name in ("torch", "numpy"):
-        loaded = sys.modules.get(name)
-        try:
-            found[name] = str(getattr(loaded, "__version__", None) or version(name))
-        except PackageNotFoundError:
-            found[name] = "none"
-    return found
-
-
-def cases_digest() -> str:
-    """What a grade is measured against: the hidden cases, their manifest and the reference."""
-    from grader.runner import layout
-
-    where = layout.current()
-    files = [(f"cases/{p.name}", p) for p in where.cases.glob("*.py")] + [("manifest.json", where.manifest)]
-    if where.reference:
-        files += [(f"reference/{p.name}", p) for p in where.reference.glob("*.py")]
-    return _tree_digest(files)
-
-
-def settings(*, seed: str, quick: bool, limits: dict, before: str | None, release: str | None,
-             pieces: list[str]) -> dict:
-    """Everything besides a student's own files that decides their row: two runs with equal settings give a
-    student with the same files the same row. That is the grader (its code, artifacts, data and the Python,
-    PyTorch and NumPy versions), the hidden cases with their manifest and the reference, the seed, the mode, the
-    limits, the pieces, the deadline and the release."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        release_version = version("attention-lab")
-    except PackageNotFoundError:
-        release_version = "unknown"
-    return {
-        # the grader's code, the artifacts it starts the training cases from, its data and the versions it runs
-        # on: a rerun after `grade artifacts`, with other data or another torch regrades (the merge compares it whole)
-        "grader": {"version": release_version, "digest": grader_digest(), "artifacts": artifacts_digest(),
-                   "data": data_digest(), "runtime": runtime()},
-        "cases": cases_digest(),
-        "seed": hashlib.sha256(seed.encode()).hexdigest(),  # the seed is secret; its digest tells runs apart
-        "mode": "quick" if quick else "full",
-        "limits": limits,
-        "pieces": pieces,
-        "before": before,
-        "release": release,
-    }
-
-
-def inputs_digest(setting: dict, folder: Path, extra: list[str]) -> str:
-    """One student's inputs: the settings, every file staged for grading and what was said of them."""
-    h = _hash_files(hashlib.sha256(json.dumps(setting, sort_keys=True).encode()),
-                    [(p.relative_to(folder).as_posix(), p) for p in folder.rglob("*") if p.is_file() and not p.is_symlink()])
-    for note in extra:
-        h.update(f"\0{note}".encode())
-    return h.hexdigest()
-
-
-class Journal:
-    """Rows as they finish, one JSON object a line, with the digest of their inputs. A rerun with the same
-    settings reads it back; with other settings (another seed, grader, shard) it starts a new one."""
-
-    def __init__(self, path: Path, header: dict) -> None:
-        self.path, self.header = path, header
-        self.done: dict[str, tuple[str, dict]] = {}
-        kept = self._read()
-        if kept is None:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(json.dumps({"header": header}, sort_keys=True) + "\n")
-        else:
-            self.done = kept
-        self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close
-
-    def _read(self) -> dict[str, tuple[str, dict]] | None:
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                lines = f.read(MAX_MANIFEST).splitlines()
-        except (OSError, UnicodeDecodeError):
-            return None
-        try:
-            if json.loads(lines[0]) != {"header": json.loads(json.dumps(self.header, sort_keys=True))}:
-                return None
-        except (IndexError, ValueError):
-            return None
-        done = {}
-        for text in lines[1:]:
-            try:
-                entry = json.loads(text)
-                done[entry["row"]["student"]] = (entry["inputs"], entry["row"])
-            except (ValueError, KeyError, TypeError):
-                continue  # a line cut short by the kill: that student is graded again
-        return done
-
-    def reusable(self, name: str, inputs: str) -> dict | None:
-        """The row of `name` if it was finished with these very inputs."""
-        kept = self.done.get(name)
-        return kept[1] if kept and kept[0] == inputs else None
-
-    def append(self, row: dict, inputs: str) -> None:
-        self.file.write(json.dumps({"inputs": inputs, "row": row}, sort_keys=True) + "\n")
-        self.file.flush()
-        os.fsync(self.file.fileno())
-
-    def close(self) -> None:
-        self.file.close()
-
-
-def write_manifest(files: Files, *, shard: tuple[int, int] | None, names: list[str], class_digest: str,
-                   setting: dict, rows: list[dict] | None, finished: bool, resumed: int = 0,
-                   roster: dict[str, dict] | None = None) -> None:
-    """The manifest of a run (rows None: still running); `roster`: its students' roster details (username, names,
-    email, section, order), for the Classroom 50 scores.csv a merge writes."""
-    data = {
-        "format": FORMAT,
-        "shard": list(shard) if shard else None,
-        "class": {"digest": class_digest, "students": sorted(names)},
-        **setting,
-        "finished": finished,
-        "gradebook": files.csv.name,
-        "reports": os.path.relpath(files.reports, files.manifest.parent),
-        "code": files.code.name,
-        "resumed": resumed,
-        "students": {r["student"]: {"ended": status_of(r).ended, "row": r} for r in order(rows or [])},
-    }
-    if roster is not None:
-        data["roster"] = roster
-    tmp = files.manifest.with_name(files.manifest.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, files.manifest)
-
-
-# --- a whole class's companions, and a sharded run's parts ---------------------------------------
+# --- a whole class's companions ------------------------------------------------------------------
 
 def class_reports(files: Files, rows: list[dict], progress: bool = True, pieces: list[str] | None = None,
                   mode: str | None = None) -> str:
@@ -337,36 +155,3 @@ def class_reports(files: Files, rows: list[dict], progress: bool = True, pieces:
     if progress:
         print(said, file=sys.stderr)
     return said
-
-
-class MergeError(Exception):
-    """The parts do not make one gradebook; str() is one line a problem."""
-
-
-def find(parts: list[Path]) -> list[Path]:
-    """The manifests the parts name: a shard's CSV (its manifest beside it), a folder holding one (an
-    artifact's folder), or a folder of such folders."""
-    found: list[Path] = []
-    for part in parts:
-        if part.is_file():
-            found.append(Files.of(part).manifest)
-            continue
-        here = sorted(part.glob("*-manifest.json"))
-        found += here or sorted(part.glob("*/*-manifest.json"))
-        if not here and not any(part.glob("*/*-manifest.json")):
-            raise MergeError(f"{part} holds no shard's manifest (*-manifest.json): give the folders or CSVs that "
-                             "`grade batch --shard K/N` wrote")
-    return found
-
-
-def load(path: Path) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.loads(f.read(MAX_MANIFEST))
-        data["class"]["digest"], data["students"]  # noqa: B018 - the keys every manifest has
-    except FileNotFoundError:
-        raise MergeError(f"{path} is missing: the shard's CSV was given without the manifest its run writes beside "
-                         "it") from None
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise MergeError(f"{path} is not a shard's manifest ({type(e).__name__}): rerun that shard") from None
-    return data

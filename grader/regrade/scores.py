@@ -89,7 +89,7 @@ def write_lines(path: Path, found: list[dict]) -> Path:
 def from_parts(path: Path, parts: list[Path]) -> Path:
     """The scores.csv of a merged class: the rows and roster details of the shards' manifests (`grade batch merge`
     has checked they are one run's, every shard once)."""
-    from grader.regrade.book import find, load
+    from grader.regrade.manifests import find, load
 
     rows: list[dict] = []
     roster: dict[str, dict] = {}

@@ -24,6 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grader.regrade import book, collect, deadline, perpush, staging
+from grader.regrade.digests import inputs_digest, settings
+from grader.regrade.journal import Journal
+from grader.regrade.manifests import write_manifest
 from grader.regrade import roster as rosters
 from grader.regrade import scores as classroom50
 from grader.regrade.classlist import ClassList, class_list
@@ -83,9 +86,9 @@ class Batch:
     files: book.Files
     klass: ClassList  # this run's part of the class
     digests: dict[str, tuple[int, str]] | None  # the release's files (release_files.release_digests); None: no --release
-    setting: dict  # everything besides a student's files that decides their row (book.settings)
+    setting: dict  # everything besides a student's files that decides their row (digests.settings)
     manifest: dict  # what the manifest says of the run, beside its rows
-    journal: book.Journal
+    journal: Journal
     gradebook: book.Gradebook
     tmp: Path  # where the students are staged, while `launch` runs
 
@@ -133,7 +136,7 @@ class Batch:
             self.gradebook.finish()
         self.journal.close()
         rows = self.gradebook.rows
-        book.write_manifest(self.files, rows=rows, finished=False, resumed=self.resumed, **self.manifest)
+        write_manifest(self.files, rows=rows, finished=False, resumed=self.resumed, **self.manifest)
         if self.bar:
             self.bar.close()
         stops.leave(self.stop, len(rows), len(self.klass.paths) + len(self.klass.missing), self.files)
@@ -159,17 +162,17 @@ class Batch:
             print(line, file=sys.stderr)
         self.digests = digests = release_files.release_digests(self.release) if self.release else None
         limits = self.limits
-        self.setting = book.settings(
+        self.setting = settings(
             seed=self.seed, quick=limits.quick, before=deadline.iso(self.before) if self.before else None,
             limits={"case_timeout": limits.case_timeout, "piece_timeout": limits.piece_timeout,
                     "memory_gb": limits.memory_gb},
             release=hashlib.sha256(json.dumps(digests, sort_keys=True).encode()).hexdigest() if digests else None,
             pieces=list(PIECES))
         part_of = [self.shard.k, self.shard.n] if self.shard else None
-        self.journal = book.Journal(files.journal, {"shard": part_of, "class": klass.digest, **self.setting})
+        self.journal = Journal(files.journal, {"shard": part_of, "class": klass.digest, **self.setting})
         self.manifest = dict(shard=part_of, names=klass.everyone, class_digest=klass.digest, setting=self.setting,
                              roster=klass.roster)
-        book.write_manifest(files, rows=None, finished=False, **self.manifest)
+        write_manifest(files, rows=None, finished=False, **self.manifest)
         self.gradebook = book.Gradebook(files, limits.quick, list(PIECES), self.journal, per_push=self.keys is not None)
         if self.progress:
             from tqdm import tqdm
@@ -225,7 +228,7 @@ class Batch:
             s.verdict = self.verdict(s.source)
             staging.keep_code(staged, files.code / s.name)
             staging.prune(s.into, staged)  # the clone, the checkout and the unpacking's copies: graded from `staged`
-            s.inputs = book.inputs_digest(self.setting, staged, [*s.notes, s.commit.sha if s.commit else "",
+            s.inputs = inputs_digest(self.setting, staged, [*s.notes, s.commit.sha if s.commit else "",
                                                                  json.dumps([s.verdict.cell, list(s.verdict.files)])])
             kept = self.journal.reusable(s.name, s.inputs)
             if kept is not None and (files.reports / f"{s.name}.json").is_file():
@@ -342,7 +345,7 @@ class Batch:
         gradebook = self.gradebook
         gradebook.finish()
         self.journal.close()
-        book.write_manifest(self.files, rows=gradebook.rows, finished=True, resumed=self.resumed, **self.manifest)
+        write_manifest(self.files, rows=gradebook.rows, finished=True, resumed=self.resumed, **self.manifest)
         if self.scores is not None:
             classroom50.write(self.scores, gradebook.rows, self.klass.roster, gradebook.mode)
         if self.shard is None:

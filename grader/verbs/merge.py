@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 from grader.regrade import book
-from grader.regrade.book import MergeError, find, load
+from grader.regrade.manifests import MergeError, find, load, write_manifest
 from grader.regrade.rowstatus import status_of
 from grader.regrade.shard import assign
 
@@ -114,7 +114,7 @@ def main(*, parts: list[Path], out: Path, progress: bool = True) -> tuple[int, i
     base = next(iter(manifests.values()))
     book.write_csv(files.csv, rows, base["mode"], list(base["pieces"]))
     setting = {k: base[k] for k in ("grader", "cases", "seed", "mode", "limits", "pieces", "before", "release")}
-    book.write_manifest(files, shard=None, names=base["class"]["students"], class_digest=base["class"]["digest"],
+    write_manifest(files, shard=None, names=base["class"]["students"], class_digest=base["class"]["digest"],
                         setting=setting, rows=rows, finished=True)
     said = book.class_reports(files, rows, progress, mode=base["mode"])
     bad = sum(status_of(r).is_error for r in rows)

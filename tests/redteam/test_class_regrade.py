@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from grader.core.pieces import MODULES, PIECES
-from grader.regrade import book, deadline, similarity
+from grader.regrade import deadline, digests, manifests, similarity
 from grader.regrade.book import Files
 from grader.regrade.shard import Shard, class_digest, members
 from grader.verbs import batch as batch_verb
@@ -373,7 +373,7 @@ def test_a_student_named_like_the_gradebooks_companions_overwrites_none_of_them(
     for row in rows.values():
         full(row)
     manifest = json.loads((out.parent / "grades-manifest.json").read_text())
-    assert manifest.get("format") == book.FORMAT and len(manifest["students"]) == 6
+    assert manifest.get("format") == manifests.FORMAT and len(manifest["students"]) == 6
     for name in rows:  # each student's own report, somewhere beside the gradebook
         found = [p for p in out.parent.rglob("*.json") if json.loads(p.read_text()).get("student") == name]
         assert found, f"{name}'s report was overwritten by a companion file"
@@ -387,7 +387,7 @@ HOSTILE = ["=HYPERLINK(\"http://evil/\",\"x\")", "+1+1", "-2+3", "@SUM(1)", "\t=
 
 def test_merged_parts_with_hostile_statuses_and_paths_reach_neither_the_spreadsheet_nor_the_browser(tmp_path):
     names = [f"lab-s{i}" for i in range(len(HOSTILE))]
-    setting = book.settings(seed="0", quick=True, limits={}, before=None, release=None, pieces=[PIECE])
+    setting = digests.settings(seed="0", quick=True, limits={}, before=None, release=None, pieces=[PIECE])
     digest = class_digest(names)
     parts = []
     for k in (1, 2):
@@ -400,7 +400,7 @@ def test_merged_parts_with_hostile_statuses_and_paths_reach_neither_the_spreadsh
             rows.append({"student": name, PIECE: 0, "total": 0, "max_score": 10, "status": f"error: {text}"
                          if names.index(name) % 2 else text, "path": text, "release_files": f"CHANGED: +grader/{text}",
                          "commit": text, "committed": text, "late": 1})
-        book.write_manifest(files, shard=(k, 2), names=names, class_digest=digest, setting=setting, rows=rows,
+        manifests.write_manifest(files, shard=(k, 2), names=names, class_digest=digest, setting=setting, rows=rows,
                             finished=True)
         parts.append(files.csv.parent)  # the shard's folder, as an artifact is downloaded
     out = tmp_path / "merged" / "grades.csv"
@@ -471,7 +471,7 @@ def test_a_part_whose_row_names_another_student_than_its_entry_is_refused_by_the
     """Defence in depth: a part's entry for one student holding a row for another (a forged or stale part) would
     give a student two rows, or a row without being in the class list."""
     names = ["lab-alice", "lab-bob", "lab-carol", "lab-dave"]
-    setting = book.settings(seed="0", quick=True, limits={}, before=None, release=None, pieces=[PIECE])
+    setting = digests.settings(seed="0", quick=True, limits={}, before=None, release=None, pieces=[PIECE])
     parts = []
     for k in (1, 2):
         files = Files.of(tmp_path / "parts" / str(k) / "grades.csv")
@@ -479,7 +479,7 @@ def test_a_part_whose_row_names_another_student_than_its_entry_is_refused_by_the
         files.code.mkdir(parents=True)
         rows = [{"student": n, PIECE: 10 if n == "lab-alice" else 0, "total": 10 if n == "lab-alice" else 0,
                  "max_score": 10, "status": "ok", "path": n} for n in members(names, Shard(k, 2))]
-        book.write_manifest(files, shard=(k, 2), names=names, class_digest=class_digest(names), setting=setting,
+        manifests.write_manifest(files, shard=(k, 2), names=names, class_digest=class_digest(names), setting=setting,
                             rows=rows, finished=True)
         parts.append(files)
     forged = json.loads(parts[1].manifest.read_text())

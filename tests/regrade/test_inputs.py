@@ -13,7 +13,7 @@ from helpers import REFERENCE
 from grader.core import datasets
 from grader.lab import artifacts
 from grader.core.pieces import PIECES
-from grader.regrade import book
+from grader.regrade import digests
 from grader.runner import schedule
 from grader.runner.results import Limits
 from grader.verbs import batch as verb
@@ -65,7 +65,7 @@ def test_a_rerun_on_another_torch_grades_again(rerun, monkeypatch):
 def test_every_input_a_score_can_follow_is_in_the_settings(tmp_path, monkeypatch):
     """The settings' digest changes with each input on its own (no grading: the digests only)."""
     def setting() -> str:
-        s = book.settings(seed="0", quick=False, limits={"case_timeout": 30}, before=None, release=None, pieces=[PIECE])
+        s = digests.settings(seed="0", quick=False, limits={"case_timeout": 30}, before=None, release=None, pieces=[PIECE])
         return json.dumps(s, sort_keys=True)
 
     base = setting()
@@ -85,8 +85,8 @@ def test_every_input_a_score_can_follow_is_in_the_settings(tmp_path, monkeypatch
     with monkeypatch.context() as m:
         m.setattr(torch, "__version__", torch.torch_version.TorchVersion("9.9.9"))
         assert setting() != base
-    assert book.settings(seed="1", quick=False, limits={"case_timeout": 30}, before=None, release=None,
+    assert digests.settings(seed="1", quick=False, limits={"case_timeout": 30}, before=None, release=None,
                          pieces=[PIECE]) != json.loads(base)
-    assert book.settings(seed="0", quick=False, limits={"case_timeout": 31}, before=None, release=None,
+    assert digests.settings(seed="0", quick=False, limits={"case_timeout": 31}, before=None, release=None,
                          pieces=[PIECE]) != json.loads(base)
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from grader.regrade import book, scores
+from grader.regrade import book, manifests, scores
 from grader.regrade.release_files import Kind, Verdict
 from grader.regrade.rowstatus import RowStatus, error_text, ok_text, reason, status_of
 
@@ -40,7 +40,7 @@ def test_each_row_is_classified_as_written_and_as_read_back_from_the_csv_and_the
     with open(files.csv, newline="", encoding="utf-8") as f:
         read = {r["student"]: r for r in csv.DictReader(f)}
     assert status_of(read[name]) is expected
-    book.write_manifest(files, shard=(1, 1), names=list(ROWS), class_digest="d", setting={},
+    manifests.write_manifest(files, shard=(1, 1), names=list(ROWS), class_digest="d", setting={},
                         rows=[r for r, _ in ROWS.values()], finished=True)
     entry = json.loads(files.manifest.read_text())["students"][name]
     assert status_of(entry["row"]) is expected

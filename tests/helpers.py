@@ -66,15 +66,15 @@ def make_submission(where: Path, edits: dict[str, list[tuple[str, str]]] | None 
     return where
 
 
-_zygote: list[JudgeServer] = []
+_judge_server: list[JudgeServer] = []
 
 
 def shared_judge_server() -> JudgeServer:
     """One fork server for the whole test session: each piece still runs in its own fresh child."""
-    if not _zygote or not _zygote[0].alive():
-        _zygote[:] = [JudgeServer()]
-        atexit.register(_zygote[0].close)
-    return _zygote[0]
+    if not _judge_server or not _judge_server[0].alive():
+        _judge_server[:] = [JudgeServer()]
+        atexit.register(_judge_server[0].close)
+    return _judge_server[0]
 
 
 def grade_dict(submission: Path, pieces: list[str], limits: Limits = QUICK, seed: str = "0", lanes: bool = False) -> dict:

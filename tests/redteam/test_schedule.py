@@ -51,12 +51,12 @@ class Log:
         return PieceRun(piece, [CaseResult(c["case"], c["points"], c["case"] not in self.fail, "") for c in chosen])
 
 
-class NoZygote:
+class NoJudgeServer:
     def alive(self) -> bool:
         return True
 
-    def twin(self, trains: bool = False) -> NoZygote:
-        return NoZygote()
+    def twin(self, trains: bool = False) -> NoJudgeServer:
+        return NoJudgeServer()
 
     def close(self) -> None:
         pass
@@ -67,8 +67,8 @@ def log(monkeypatch):
     def install(fail=frozenset()) -> Log:
         fake = Log(fail)
         monkeypatch.setattr(schedule, "run_piece", fake)
-        monkeypatch.setattr(schedule, "JudgeServer", NoZygote)
-        monkeypatch.setattr(batch, "JudgeServer", NoZygote)
+        monkeypatch.setattr(schedule, "JudgeServer", NoJudgeServer)
+        monkeypatch.setattr(batch, "JudgeServer", NoJudgeServer)
         monkeypatch.setattr(schedule, "FORK_SERVERS", True)
         return fake
     return install

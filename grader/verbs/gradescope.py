@@ -98,7 +98,8 @@ def run(root: Path, pieces: list[str] | None = None, limits: Limits | None = Non
         except BadSubmission as e:
             results = {"score": 0, "tests": [], "output": f"Not graded: {report.safe(str(e), 500)}"}
         except Exception as e:  # noqa: BLE001 - Gradescope must always get a results file, with the reason
-            results = {"score": 0, "tests": [], "output": f"The grader failed: {type(e).__name__}: {report.safe(str(e), 300)}"}
+            # the grader's own failure, as a StartError is: no score, so Gradescope counts a failed run, not a zero
+            results = json.loads(grader_error("gradescope", f"{type(e).__name__}: {report.safe(str(e), 300)}"))
     results_path.write_text(json.dumps(results, indent=2) + "\n")
     return results
 

@@ -160,6 +160,10 @@ def batch_class(submissions: tuple[Path, ...], out: Path, reports: Path | None, 
     if scores_csv is not None and os.path.abspath(scores_csv) == os.path.abspath(out):
         raise click.BadParameter("is the gradebook itself: give the scores.csv a path of its own",
                                  param_hint="--scores-csv")
+    if not seed and not os.environ.get("ATTNLAB_SEED"):  # as the Actions regrade warns (templates/regrade)
+        click.echo("warning: no --seed and no ATTNLAB_SEED: the class is graded with the lab's default hidden seed, "
+                   "which every copy of the lab holds; give a secret seed of your own for a regrade that counts",
+                   err=True)
     try:
         graded, bad = verb.main(submissions=list(submissions), out=out, reports=reports,
                                 jobs=jobs or verb.default_jobs(), seed=resolve_seed(seed), release=release,

@@ -594,6 +594,14 @@ def container_env(container: dict, secrets: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def test_the_kubernetes_steps_in_the_docs_wait_for_the_loader_pod_before_copying_into_it():
+    lines = [line.split("#")[0].strip() for line in (ROOT / "docs" / "regrade.md").read_text().splitlines()
+             if line.startswith("kubectl ")]
+    applied = lines.index("kubectl apply -f kubernetes/volume.yaml")
+    first_cp = next(i for i, line in enumerate(lines) if line.startswith("kubectl cp ") and "attnlab-loader:" in line)
+    assert any("kubectl wait" in line and "pod/attnlab-loader" in line for line in lines[applied:first_cp])
+
+
 def test_the_kubernetes_job_is_indexed_retries_a_failed_index_alone_and_shares_one_volume():
     (job,), (merge,), (clone,) = k8s("regrade-job.yaml"), k8s("merge-job.yaml"), k8s("clone-job.yaml")
     claim, loader = k8s("volume.yaml")
@@ -620,6 +628,8 @@ def test_the_kubernetes_job_is_indexed_retries_a_failed_index_alone_and_shares_o
     assert token["name"] != "attnlab-regrade"  # the GitHub token is not in the grading pods' secret
     assert {e["value"] for e in cloner["env"] if e["name"] in ("PREFIX", "ROSTER")} == \
         {e["value"] for e in grade["env"] if e["name"] in ("PREFIX", "ROSTER")}  # one class list
+    for container in (grade, merge["spec"]["template"]["spec"]["containers"][0], cloner):  # uid 1000 has no home
+        assert {e["name"]: e.get("value") for e in container["env"]}.get("HOME") == "/tmp", container["name"]
     for script in (grade["args"][0], merge["spec"]["template"]["spec"]["containers"][0]["args"][0], cloner["args"][0]):
         done = subprocess.run(["bash", "-n", "-c", script], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr

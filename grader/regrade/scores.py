@@ -5,6 +5,8 @@ order, so an instructor can set the two side by side (or import either where the
 
     username,first_name,last_name,email,section,score,max_score,datetime,submission_tag,submitted_by,review_url,late,override
 
+and one column after them, commits_after_deadline, which a reader by header can leave out;
+
 - username: the roster's username (without a roster, the student's name in the gradebook: the repository's);
   first_name, last_name, email, section: the roster.csv's, where it has them;
 - score, max_score: the regrade's, whole numbers; a roster student with no repository gets a blank score, as
@@ -12,8 +14,10 @@ order, so an instructor can set the two side by side (or import either where the
 - datetime: the graded commit's time in the deadline's zone (`YYYY-MM-DDTHH:MM:SS-05:00`, or `...Z` for a UTC
   deadline), known with `--before`, else empty;
 - submission_tag: `regrade` (`regrade-quick` for a --quick dry run, which is not the grade);
-- late: `true` for a repository with no commit before the deadline, `false` for one graded at a commit before
-  it, empty without `--before`; submitted_by, review_url, override: empty.
+- late: `true` for a student who pushed after the deadline, as Classroom 50 marks a submission made after it,
+  whether the regrade graded their last commit before it (then commits_after_deadline counts the later ones, as
+  grades.csv's `late` does) or they have no commit before it at all; `false` for one with no commit after it;
+  empty without `--before`; submitted_by, review_url, override: empty.
 
 One line a student, in the roster's order (without a roster, by name); every text cell is neutralised for
 spreadsheets as the gradebook's are.
@@ -28,7 +32,7 @@ from grader.regrade import book
 from grader.regrade.rowstatus import RowStatus, status_of
 
 COLUMNS = ("username", "first_name", "last_name", "email", "section", "score", "max_score", "datetime",
-           "submission_tag", "submitted_by", "review_url", "late", "override")
+           "submission_tag", "submitted_by", "review_url", "late", "override", "commits_after_deadline")
 
 
 def _whole(value) -> str:
@@ -39,9 +43,19 @@ def _whole(value) -> str:
 
 
 def late(row: dict) -> str:
+    """`true`, `false` or empty (no deadline known): grades.csv's `late` count and the row's status, in one word."""
     if status_of(row) is RowStatus.LATE:
         return "true"
-    return "false" if row.get("committed") else ""
+    if not row.get("committed"):
+        return ""
+    return "true" if _count(row.get("late")) else "false"
+
+
+def _count(value) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def lines(rows: list[dict], roster: dict[str, dict] | None, mode: str) -> list[dict]:
@@ -62,6 +76,7 @@ def lines(rows: list[dict], roster: dict[str, dict] | None, mode: str) -> list[d
             "datetime": r.get("committed") or "",
             "submission_tag": "regrade" if mode == "full" else "regrade-quick",
             "submitted_by": "", "review_url": "", "late": late(r), "override": "",
+            "commits_after_deadline": str(_count(r.get("late"))) if r.get("committed") else "",
         })
     return out
 

@@ -64,7 +64,7 @@ def lines(found: dict[str, perpush.Verdict], roster: dict[str, dict] | None) -> 
                     "score": str(v.score) if v.verified else "",
                     "max_score": str(v.max_score if v.verified else top or ""),
                     "datetime": v.tagged, "submission_tag": v.submission, "submitted_by": "", "review_url": "",
-                    "late": "", "override": ""})
+                    "late": "", "override": "", "commits_after_deadline": ""})
     return out
 
 

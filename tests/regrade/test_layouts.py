@@ -84,10 +84,10 @@ def test_a_gh_teacher_download_is_graded_by_roster_and_classroom50s_own_files_ar
     with open(tmp_path / "book" / "scores.csv", newline="", encoding="utf-8") as f:
         lines = list(csv.reader(f))
     assert lines[1:] == [["alice", "Alice", "A", "a@uni.edu", "A", book["alice"]["total"], book["alice"]["max_score"],
-                          "", "regrade-quick", "", "", "", ""],
+                          "", "regrade-quick", "", "", "", "", ""],
                          ["Bob", "Bob", "B", "b@uni.edu", "B", "0", book["alice"]["max_score"], "", "regrade-quick",
-                          "", "", "", ""],
-                         ["carol", "Carol", "C", "c@uni.edu", "A", "", "", "", "regrade-quick", "", "", "", ""]]
+                          "", "", "", "", ""],
+                         ["carol", "Carol", "C", "c@uni.edu", "A", "", "", "", "regrade-quick", "", "", "", "", ""]]
 
 
 def test_the_retired_classrooms_clone_layout_is_still_a_class_with_or_without_a_roster(tmp_path):
@@ -139,7 +139,9 @@ def test_a_roster_class_in_shards_merges_into_the_unsharded_gradebook_and_scores
     with open(tmp_path / "whole" / "s.csv", newline="", encoding="utf-8") as f:
         lines = {r["username"]: r for r in csv.DictReader(f)}
     assert list(lines) == ["erin", "alice", "bob", "carol", "dave"]  # the roster's order
-    assert (lines["alice"]["datetime"], lines["alice"]["late"]) == ("2026-11-30T12:00:00-05:00", "false")  # the deadline's zone
+    assert lines["alice"]["datetime"] == "2026-11-30T12:00:00-05:00"  # the deadline's zone
+    # one commit after the deadline: late, as grades.csv says, and its count beside it
+    assert (lines["alice"]["late"], lines["alice"]["commits_after_deadline"]) == ("true", "1")
     assert (lines["bob"]["score"], lines["bob"]["late"]) == ("0", "true")
     assert lines["erin"]["score"] == "" and lines["erin"]["first_name"] == "Erin"
     # a shard of another prefix is another class list: the merge refuses it

@@ -147,11 +147,14 @@ def test_the_scores_csv_has_classroom50s_columns_in_the_rosters_order_whole_poin
               **{u: {"username": u, "order": i} for i, u in enumerate(["bob", "carol", "dan", "eve"], 1)}}
     lines = scores.lines(rows, roster, "full")
     assert list(lines[0]) == ["username", "first_name", "last_name", "email", "section", "score", "max_score",
-                              "datetime", "submission_tag", "submitted_by", "review_url", "late", "override"]
+                              "datetime", "submission_tag", "submitted_by", "review_url", "late", "override",
+                              "commits_after_deadline"]  # Classroom 50's columns in its order, then the count
     got = {line["username"]: line for line in lines}
     assert [line["username"] for line in lines] == ["Alice", "bob", "carol", "dan", "eve"]
-    assert (got["bob"]["score"], got["bob"]["max_score"], got["bob"]["datetime"], got["bob"]["late"]) == \
-        ("61", "73", "2026-11-30T17:00:00Z", "false")  # graded at a commit before the deadline
+    assert (got["bob"]["score"], got["bob"]["max_score"], got["bob"]["datetime"], got["bob"]["late"],
+            got["bob"]["commits_after_deadline"]) == ("61", "73", "2026-11-30T17:00:00Z", "true", "2")  # as grades.csv
+    on_time = scores.lines([{**rows[0], "late": 0}], roster, "full")[0]
+    assert (on_time["late"], on_time["commits_after_deadline"]) == ("false", "0")
     assert (got["carol"]["score"], got["carol"]["max_score"]) == ("", "")  # never submitted, as Classroom 50 says
     assert (got["dan"]["score"], got["dan"]["max_score"], got["dan"]["late"]) == ("0", "73", "true")
     assert (got["eve"]["score"], got["eve"]["late"], got["Alice"]["late"]) == ("0", "", "")  # no deadline: no word
@@ -163,8 +166,8 @@ def test_the_scores_csv_file_neutralises_formulas_and_ends_lines_as_classroom50_
     path = scores.write(tmp_path / "scores.csv", [{"student": "Alice", "total": 9, "max_score": 9, "status": "ok"}],
                         {"Alice": {"username": "Alice", "first_name": "=cmd()", "order": 0}}, "full")
     assert path.read_bytes() == (b"username,first_name,last_name,email,section,score,max_score,datetime,"
-                                 b"submission_tag,submitted_by,review_url,late,override\n"
-                                 b"Alice,'=cmd(),,,,9,9,,regrade,,,,\n")
+                                 b"submission_tag,submitted_by,review_url,late,override,commits_after_deadline\n"
+                                 b"Alice,'=cmd(),,,,9,9,,regrade,,,,,\n")
 
 
 def test_a_class_folder_named_class_is_graded_as_a_class_not_taken_for_the_hidden_command(tmp_path, monkeypatch):

@@ -50,9 +50,20 @@ class ReportsFolder(ValueError):
     """A --reports folder where the students' reports would meet the gradebook's own files."""
 # --- the gradebook ------------------------------------------------------------------------------
 
-def error_row(name: str, message: str) -> dict:
-    """The row of a submission that could not be graded: zero everywhere, and why (escaped, as in every report)."""
-    return {"student": name, **{p: 0 for p in PIECES}, "total": 0, "max_score": None, "status": error_text(message)}
+def error_row(name: str, message: str, top: int | None = None) -> dict:
+    """The row of a submission that could not be graded: zero everywhere, out of `top` (what a graded one is out
+    of: max_score), and why (escaped, as in every report)."""
+    return {"student": name, **{p: 0 for p in PIECES}, "total": 0, "max_score": top, "status": error_text(message)}
+
+
+def max_score(limits: Limits) -> int:
+    """What a grade with these limits is out of (all the cases, or a quick run's), from the cases' manifest: known
+    before any student is graded, so an error row carries it even in a run stopped before the first grade."""
+    from grader.runner import layout, manifest
+    from grader.runner.launch import selected
+
+    expected = manifest.read(layout.current().manifest)
+    return sum(c["points"] for p in PIECES for c in selected(expected.get(p, []), limits))
 
 
 @dataclass
@@ -87,6 +98,7 @@ class Batch:
     klass: ClassList  # this run's part of the class
     digests: dict[str, tuple[int, str]] | None  # the release's files (release_files.release_digests); None: no --release
     setting: dict  # everything besides a student's files that decides their row (digests.settings)
+    top: int  # what a grade is out of (max_score), an error row's too
     manifest: dict  # what the manifest says of the run, beside its rows
     journal: Journal
     gradebook: book.Gradebook
@@ -162,6 +174,7 @@ class Batch:
             print(line, file=sys.stderr)
         self.digests = digests = release_files.release_digests(self.release) if self.release else None
         limits = self.limits
+        self.top = max_score(limits)
         self.setting = settings(
             seed=self.seed, quick=limits.quick, before=deadline.iso(self.before) if self.before else None,
             limits={"case_timeout": limits.case_timeout, "piece_timeout": limits.piece_timeout,
@@ -205,7 +218,7 @@ class Batch:
                                                                         indent=2) + "\n")
             staging.remove(self.files.code / name)
             verdict = Verdict.not_a_repository("no repository") if self.digests is not None else Verdict.no_release()
-            self.add({**error_row(name, why), "path": "", "release_files": verdict.cell})
+            self.add({**error_row(name, why, self.top), "path": "", "release_files": verdict.cell})
 
     def stage(self, i: int, path: Path) -> None:
         """One student made ready to grade (checked out at the deadline, unpacked, their release files checked and
@@ -321,8 +334,8 @@ class Batch:
             data = {"student": s.name, "path": str(s.path), "error": report.safe(str(e), 500),
                     "changed_release_files": list(verdict.files), **s.commit_cells()}
             (self.files.reports / f"{s.name}.json").write_text(json.dumps(data, indent=2) + "\n")
-            return {**error_row(s.name, str(e)), **row}
-        return {**error_row(s.name, f"{type(e).__name__}: {e}"), **row}
+            return {**error_row(s.name, str(e), self.top), **row}
+        return {**error_row(s.name, f"{type(e).__name__}: {e}", self.top), **row}
 
     def graded_row(self, s: Student) -> dict:
         """The row (and report) of a graded student."""

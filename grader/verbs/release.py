@@ -13,6 +13,7 @@ the bundle; it is written for its owner only.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import sys
@@ -105,22 +106,35 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def strip_jail_note(nb) -> None:
-    """Take the jail note out of every code cell's printed and displayed text: the check cell's report describes
-    the worker jail of the machine that ran the solutions, the instructor's, not the one a student grades on."""
+# what the solutions' cells print of the machine that ran them: its training times (grader/templates/lesson/)
+MACHINE_TIMES = ((re.compile(r"(\d+ steps) in \d+ s;"), r"\1;"),
+                 (re.compile(r"\d+ ms per training step"), "… ms per training step"))
+
+
+def strip_machine(nb) -> None:
+    """Take out of the executed notebook what belongs to the machine that ran the solutions, the instructor's, not
+    a student's: the check cell's jail note, the training cells' times, the Python version, each cell's timing."""
     from grader.runner.summary import JAIL_NOTE
 
+    def clean(text: str) -> str:
+        text = JAIL_NOTE.sub("", text)
+        for pattern, words in MACHINE_TIMES:
+            text = pattern.sub(words, text)
+        return text
+
+    nb.metadata.get("language_info", {}).pop("version", None)
     for cell in nb.cells:
+        cell.get("metadata", {}).pop("execution", None)
         for output in cell.get("outputs", []):
             if output.get("output_type") == "stream":
-                output["text"] = JAIL_NOTE.sub("", output.get("text", ""))
+                output["text"] = clean(output.get("text", ""))
             elif isinstance(output.get("data", {}).get("text/plain"), str):
-                output["data"]["text/plain"] = JAIL_NOTE.sub("", output["data"]["text/plain"])
+                output["data"]["text/plain"] = clean(output["data"]["text/plain"])
 
 
 def client(make, nb, cwd: str, progress: Progress):
     """The NotebookClient (`make`) that runs the solutions in `cwd`, telling `progress` of each cell."""
-    # coalesced, a report printed in pieces is one stream output, so strip_jail_note sees its note whole
+    # coalesced, a report printed in pieces is one stream output, so strip_machine sees its note whole
     return make(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": cwd}}, coalesce_streams=True,
                 on_cell_execute=progress.start, on_cell_executed=progress.done)
 
@@ -148,7 +162,7 @@ def solutions(out: Path, execute: bool = True, say: Callable[[str], None] = _say
                 last = (str(e).strip().splitlines() or [type(e).__name__])[-1][:200]
                 raise ReleaseError(f"the solution notebook did not run ({last}); nothing was written. "
                                    "Try `grade release solutions --no-execute OUT`") from None
-        strip_jail_note(nb)
+        strip_machine(nb)
     import nbformat
 
     out.mkdir(parents=True, exist_ok=True)

@@ -255,6 +255,15 @@ def selected(expected: list[dict], limits: Limits, part: str = "all") -> list[di
     return [c for c in expected if part == "all" or c.get("slow")]
 
 
+def max_score(pieces: list[str], limits: Limits) -> int:
+    """What a grade of `pieces` with these limits is out of (all their cases, or a quick run's), from the cases'
+    manifest: known before anything is graded (an error row of `grade batch` carries it)."""
+    from grader.runner import manifest
+
+    expected = manifest.read(layout.current().manifest)
+    return sum(c["points"] for p in pieces for c in selected(expected.get(p, []), limits))
+
+
 def _tail(path: Path) -> str:
     """The end of the piece's output file, read without loading all of it."""
     if not path.exists():

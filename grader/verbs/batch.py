@@ -40,6 +40,7 @@ from grader.regrade.rowstatus import error_text, ok_text, status_of
 from grader.core.pieces import PIECES, run_order
 from grader.runner import stops
 from grader.runner.judge_servers import Stopped, JudgeServer
+from grader.runner.launch import max_score
 from grader.runner.results import Limits
 
 if TYPE_CHECKING:
@@ -55,15 +56,6 @@ def error_row(name: str, message: str, top: int | None = None) -> dict:
     of: max_score), and why (escaped, as in every report)."""
     return {"student": name, **{p: 0 for p in PIECES}, "total": 0, "max_score": top, "status": error_text(message)}
 
-
-def max_score(limits: Limits) -> int:
-    """What a grade with these limits is out of (all the cases, or a quick run's), from the cases' manifest: known
-    before any student is graded, so an error row carries it even in a run stopped before the first grade."""
-    from grader.runner import layout, manifest
-    from grader.runner.launch import selected
-
-    expected = manifest.read(layout.current().manifest)
-    return sum(c["points"] for p in PIECES for c in selected(expected.get(p, []), limits))
 
 
 @dataclass
@@ -174,7 +166,7 @@ class Batch:
             print(line, file=sys.stderr)
         self.digests = digests = release_files.release_digests(self.release) if self.release else None
         limits = self.limits
-        self.top = max_score(limits)
+        self.top = max_score(list(PIECES), limits)
         self.setting = settings(
             seed=self.seed, quick=limits.quick, before=deadline.iso(self.before) if self.before else None,
             limits={"case_timeout": limits.case_timeout, "piece_timeout": limits.piece_timeout,

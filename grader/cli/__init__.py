@@ -212,12 +212,15 @@ def release_classroom50(out: Path, classroom: str, assignment: str, runs_on: str
 
 @release.command("regrade")
 @click.argument("out", type=click.Path(path_type=Path, file_okay=False))
-def release_regrade(out: Path) -> None:
+@click.option("--repository", is_flag=True,
+              help="Make OUT the whole grading repository (the lab and the engines' files, and no other workflow: "
+                   "pushing it starts only the regrade); OUT must be new or empty.")
+def release_regrade(out: Path, repository: bool) -> None:
     """The class regrade over an engine: a GitHub Actions workflow, a Slurm job array, a Kubernetes Indexed Job."""
     from grader.verbs import engines as verb
 
     try:
-        paths = verb.write(out)
+        paths = verb.write_repository(out) if repository else verb.write(out)
     except FileExistsError as e:
         raise click.BadParameter(f"{e.filename or e} exists already; move it away or write to another folder",
                                  param_hint="OUT") from None

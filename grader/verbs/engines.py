@@ -11,6 +11,10 @@ Three engines, one split: each runs `grade batch --shard K/N` on part K of the c
   merge (merge-job.yaml), the shared volume (volume.yaml) and the grader's image (Dockerfile), as examples to
   adapt.
 
+With --repository OUT is the whole grading repository instead (`write_repository`): the lab as the regrade runs
+it and the engines' files, and no other workflow (not the lab's CI, not the per-push classroom.yml), so that pushing
+it starts nothing but what the instructor runs.
+
 The templates are instructor-only (grader/templates/regrade/ stays out of a student release: release._PRIVATE).
 """
 from __future__ import annotations
@@ -36,6 +40,10 @@ FILES: dict[str, str] = {
     "kubernetes/wait.sh": "kubernetes/wait.sh",
 }
 EXECUTABLE = {"slurm/regrade.sbatch", "slurm/merge.sbatch", "slurm/submit.sh", "kubernetes/wait.sh"}
+# what a grading repository holds of the lab: what the regrade installs and reads (as kubernetes/Dockerfile.dockerignore
+# lets the image take it); never the lab's workflows, its tests, its CI or a seal key
+LAB = ("pyproject.toml", "README.md", "grader", "reference", "exercises", "datasets")
+SKIPPED = ("__pycache__", ".pytest_cache")
 
 
 def templates() -> Path:
@@ -68,3 +76,28 @@ def write(out: Path) -> list[Path]:
             os.chmod(dest, 0o755)
         written.append(dest)
     return written
+
+
+def write_repository(out: Path) -> list[Path]:
+    """`out` (new, or empty) made the whole grading repository: the lab's files (LAB, without bytecode, links or a
+    sealed bundle) and every engine's (`write`); returns the engines' paths. FileExistsError where `out` holds
+    anything already: nothing is written."""
+    from grader import ROOT
+
+    templates()  # FileNotFoundError first, before anything is written, in a checkout without them
+    if os.path.lexists(out) and (not out.is_dir() or any(out.iterdir())):
+        raise FileExistsError(errno.EEXIST, "already there and not empty; nothing was written", str(out))
+    for name in LAB:
+        here = ROOT / name
+        if here.is_file() and not here.is_symlink():
+            out.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(here, out / name)
+        elif here.is_dir() and not here.is_symlink():
+            shutil.copytree(here, out / name, ignore=_left_out)
+    return write(out)
+
+
+def _left_out(folder: str, names: list[str]) -> list[str]:
+    """What a grading repository never takes: caches, bytecode, a sealed bundle, links."""
+    return [n for n in names if n in SKIPPED or n.endswith((".pyc", ".bin")) or os.path.islink(os.path.join(folder, n))]
+

@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from grader import REFERENCE, ROOT
+from grader.cli import cli
 from grader.regrade.shard import assign
 from grader.verbs import engines, release
 
@@ -738,6 +740,27 @@ def test_write_copies_every_engine_and_overwrites_nothing(tmp_path):
         engines.write(other)
     assert sorted(p.relative_to(other).as_posix() for p in other.rglob("*")) == ["slurm", "slurm/submit.sh"]
     assert (other / "slurm" / "submit.sh").read_text() == "mine\n"
+
+
+def test_the_grading_repository_pushed_as_it_is_starts_only_the_regrade(tmp_path):
+    """`grade release regrade --repository OUT`: the lab the regrade installs and reads, the engines' files, and no
+    workflow that a push, a pull request or a schedule would start (the lab's ci.yml and classroom.yml stay out)."""
+    out = tmp_path / "grading"
+    done = CliRunner().invoke(cli, ["release", "regrade", str(out), "--repository"])
+    assert done.exit_code == 0, done.output
+    workflows = sorted((out / ".github" / "workflows").iterdir())
+    assert [w.name for w in workflows] == ["regrade.yml"]
+    for workflow in workflows:
+        doc = yaml.safe_load(workflow.read_text())
+        triggers = doc.get("on", doc.get(True))  # YAML 1.1 reads a bare `on` as true
+        assert set(triggers) == {"workflow_dispatch"}, (workflow.name, triggers)
+    for needed in ("pyproject.toml", "README.md", "grader/cases/manifest.json", "reference/decoder.py",
+                   "exercises/decoder.py", "datasets", "slurm/regrade.sbatch", "kubernetes/regrade-job.yaml"):
+        assert (out / needed).exists(), needed
+    assert not [p for p in out.rglob("*") if p.name in ("__pycache__", "tests", ".ci", "sealed.bin")
+                or p.suffix == ".pyc" or p.is_symlink()]
+    again = CliRunner().invoke(cli, ["release", "regrade", str(out), "--repository"])
+    assert again.exit_code == 2 and "exists already" in again.output  # a folder that holds anything: nothing written
 
 
 def test_every_template_is_written_and_none_reaches_a_student_release(tmp_path):

@@ -12,6 +12,7 @@ from typing import Callable
 from grader.runner import report
 from grader.runner.results import PieceRun
 
+
 @dataclass(frozen=True)
 class Format:
     """One `--format`: `render(runs, quick=..., seconds=..., source=...)` writes a grade (`quick`: the points a quick

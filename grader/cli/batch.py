@@ -89,6 +89,13 @@ def roster_options(command):
     return command
 
 
+known_option = click.option(
+    "--known", type=click.Path(path_type=Path, file_okay=False, exists=True), multiple=True, metavar="FOLDER",
+    help="A known source for the similarity report, beside the reference (which an instructor's checkout holds): "
+         "an earlier term's class folder (the -code folder beside its gradebook: a match is 'FOLDER/student'), or "
+         "a folder of the lab's modules. A student matching one is listed under it, not as a copy. Repeatable.")
+
+
 def _tally(gradebook: Path, graded: int, bad: int) -> str:
     """How the rows ended, in words (late and without a repository apart from unreadable), read back from the
     gradebook just written; the bare counts where it cannot be read."""
@@ -219,7 +226,8 @@ def batch_collect(dest: Path, org: str, roster, prefix: str | None, jobs: int) -
               help="The class's one gradebook; its reports, code, manifest, class and similarity reports go beside it.")
 @click.option("--scores-csv", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Also write the gradebook with Classroom 50's scores.csv columns here.")
-def batch_merge(parts: tuple[Path, ...], out: Path, scores_csv: Path | None) -> None:
+@known_option
+def batch_merge(parts: tuple[Path, ...], out: Path, scores_csv: Path | None, known: tuple[Path, ...]) -> None:
     """Merge the parts `grade batch --shard K/N` wrote (their CSVs, or folders holding them) into one gradebook,
     byte for byte the one an unsharded run writes. Refuses a missing shard (naming its students), a shard given
     twice, and parts of different runs."""
@@ -231,7 +239,7 @@ def batch_merge(parts: tuple[Path, ...], out: Path, scores_csv: Path | None) -> 
         raise click.BadParameter("is the gradebook itself: give the scores.csv a path of its own",
                                  param_hint="--scores-csv")
     try:
-        graded, bad, said = verb.main(parts=list(parts), out=out)
+        graded, bad, said = verb.main(parts=list(parts), out=out, known=list(known))
     except verb.MergeError as e:
         raise click.ClickException(str(e)) from None
     if scores_csv is not None:

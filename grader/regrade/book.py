@@ -131,15 +131,20 @@ class Gradebook:
 # --- a whole class's companions ------------------------------------------------------------------
 
 def class_reports(files: Files, rows: list[dict], progress: bool = True, pieces: list[str] | None = None,
-                  mode: str | None = None) -> str:
+                  mode: str | None = None, known: list[Path] = ()) -> str:
     """The similarity report and the class report beside a whole class's gradebook (its pieces: every piece unless
-    `pieces` names them; `mode`: the run's, "full" or "quick", which rows of errors alone cannot say); returns what
-    was written."""
+    `pieces` names them; `mode`: the run's, "full" or "quick", which rows of errors alone cannot say; `known`: the
+    earlier terms' class folders, or folders of the lab's modules, that are known sources beside the reference);
+    returns what was written."""
     from grader.core.pieces import PIECES
-    from grader.regrade import classreport, similarity
+    from grader.regrade import classreport, similarity, similarity_input
 
+    found: list[str] = []
     try:
-        pairs, note = similarity.report(files.code, files.similarity), ""
+        sources, said = similarity_input.known(list(known))
+        findings = similarity.report(files.code, files.similarity, known={**similarity_input.reference(), **sources},
+                                     known_notes=said)
+        pairs, note, found = findings.pairs, "", findings.summary()
     except ImportError as e:
         pairs, note = None, str(e)
     except Exception as e:  # noqa: BLE001 - the gradebook stands; the reports are its companions
@@ -147,7 +152,7 @@ def class_reports(files: Files, rows: list[dict], progress: bool = True, pieces:
     try:
         classreport.write(files.classreport, rows=rows, reports=files.reports,
                           pieces=list(PIECES) if pieces is None else pieces, pairs=pairs, similarity_note=note,
-                          mode=mode)
+                          mode=mode, similarity_found=found)
         said = f"class report: {files.classreport}"
     except Exception as e:  # noqa: BLE001 - as above
         said = f"no class report (it failed: {type(e).__name__}: {str(e)[:200]})"

@@ -226,12 +226,17 @@ def release_section(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def similarity_section(pairs: list[dict] | None, note: str) -> str:
+def similarity_section(pairs: list[dict] | None, note: str, found: list[str] = ()) -> str:
+    """The pairs no known source explains (`pairs`), then one line for each known source's match and group of
+    students (`found`: grader.regrade.similarity_findings.Findings.summary)."""
     if pairs is None:
         return f'<p class="warn"><b>The similarity report was not built</b>: {_e(note or "no reason given", 500)}</p>'
     good = [p for p in pairs if isinstance(p, dict)]
+    groups = ("<p>Explained or grouped, not listed as pairs:</p><ul>" + "".join(
+        f"<li>{_e(line, 600)}</li>" for line in found[:MAX_PAIRS]) + "</ul>") if found else ""
     if not good:
-        return "<p>No pair of submissions is similar enough to list." + (f" {_e(note, 500)}" if note else "") + "</p>"
+        return ("<p>No pair of submissions is similar enough to list." + (f" {_e(note, 500)}" if note else "")
+                + "</p>" + groups)
     body = []
     for i, p in enumerate(good[:MAX_PAIRS], 1):
         parts = p.get("pieces") if isinstance(p.get("pieces"), dict) else {}
@@ -242,7 +247,7 @@ def similarity_section(pairs: list[dict] | None, note: str) -> str:
     more = (f'<p class="note">and {len(good) - MAX_PAIRS} more in the similarity report.</p>'
             if len(good) > MAX_PAIRS else "")
     lead = f'<p class="note">{_e(note, 500)}</p>' if note else ""
-    return lead + _table(["#", "a", "b", "score", "by file"], body, numeric={0, 3}) + more
+    return lead + _table(["#", "a", "b", "score", "by file"], body, numeric={0, 3}) + more + groups
 
 
 def skipped_section(skipped: list[tuple[str, str]]) -> str:
@@ -255,9 +260,11 @@ def skipped_section(skipped: list[tuple[str, str]]) -> str:
 
 
 def write(out: Path, *, rows: list[dict], reports: Path, pieces: list[str], pairs: list[dict] | None,
-          similarity_note: str = "", title: str = "Class report", mode: str | None = None) -> Path:
+          similarity_note: str = "", title: str = "Class report", mode: str | None = None,
+          similarity_found: list[str] = ()) -> Path:
     """Write the class report for the gradebook `rows` (and the students' JSON reports in `reports`) to `out`,
-    atomically, and return `out`. `mode`: the run's ("full" or "quick"), for rows that say none themselves."""
+    atomically, and return `out`. `mode`: the run's ("full" or "quick"), for rows that say none themselves;
+    `similarity_found`: the known sources' matches and the groups of students, a line each."""
     rows = [r for r in rows if isinstance(r, dict)]
     pieces = list(pieces)
     read: dict[str, dict] = {}
@@ -278,7 +285,7 @@ def write(out: Path, *, rows: list[dict], reports: Path, pieces: list[str], pair
         ("late", f"Late repositories ({len(s.late)})", late_section(s)),
         ("ungraded", f"Ungraded ({len(s.errors)})", error_section(s)),
         ("release", "Changed release files", release_section(rows)),
-        ("similarity", "Similar submissions", similarity_section(pairs, similarity_note)),
+        ("similarity", "Similar submissions", similarity_section(pairs, similarity_note, similarity_found)),
     ]
     nav = "".join(f'<a href="#{key}">{html.escape(name)}</a>' for key, name, _ in sections[1:])
     body = "\n".join(f'<h2 id="{key}">{html.escape(name)}</h2>\n{text}' for key, name, text in sections[1:])

@@ -88,9 +88,10 @@ def _shard(m: dict) -> str:
     return "/".join(map(str, m["shard"])) if m.get("shard") else "none"
 
 
-def main(*, parts: list[Path], out: Path, progress: bool = True) -> tuple[int, int, str]:
-    """Merge the parts into `out` and its companions (reports, code, manifest, class and similarity reports);
-    returns (graded, unreadable, what the class reports wrote)."""
+def main(*, parts: list[Path], out: Path, progress: bool = True, known: list[Path] = ()) -> tuple[int, int, str]:
+    """Merge the parts into `out` and its companions (reports, code, manifest, class and similarity reports, the
+    latter with the `known` sources beside the reference: grader.regrade.book.class_reports); returns (graded,
+    unreadable, what the class reports wrote)."""
     paths = find(parts)
     if not paths:
         raise MergeError("no parts given")
@@ -116,6 +117,6 @@ def main(*, parts: list[Path], out: Path, progress: bool = True) -> tuple[int, i
     setting = {k: base[k] for k in ("grader", "cases", "seed", "mode", "limits", "pieces", "before", "release")}
     write_manifest(files, shard=None, names=base["class"]["students"], class_digest=base["class"]["digest"],
                         setting=setting, rows=rows, finished=True)
-    said = book.class_reports(files, rows, progress, mode=base["mode"])
+    said = book.class_reports(files, rows, progress, mode=base["mode"], known=known)
     bad = sum(status_of(r).is_error for r in rows)
     return len(rows) - bad, bad, said

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from grader.core.pieces import MODULES, PIECES
-from grader.regrade import deadline, digests, manifests, similarity
+from grader.regrade import deadline, digests, manifests, similarity, similarity_findings
 from grader.regrade.book import Files
 from grader.regrade.shard import Shard, class_digest, members
 from grader.verbs import batch as batch_verb
@@ -461,7 +461,7 @@ def test_code_and_folders_made_to_break_the_similarity_report_are_skipped_or_sho
     os.mkfifo(code / "lab-alice-3" / "context.py")  # and where a file is
     (code / "lab-link").symlink_to(code / "lab-alice")
     (code / "<img src=x>").mkdir()
-    pairs = similarity.report(code, tmp_path / "similarity.html")
+    pairs = similarity.report(code, tmp_path / "similarity.html").pairs
     page = (tmp_path / "similarity.html").read_text()
     assert any({p["a"], p["b"]} == {"lab-alice", "lab-mallory"} for p in pairs)
     assert not re.search(r"<(script|img)", page, re.I)
@@ -505,8 +505,9 @@ def test_files_copied_among_many_students_are_tokenized_once_each_not_once_a_pai
         return real(file, *args, **kwargs)
 
     monkeypatch.setattr(copydetect, "CodeFingerprint", counting)
+    monkeypatch.setattr(similarity_findings, "GROUP_FROM", 99)  # the five as ten pairs, each shown, not one group
     students = {f"lab-s{i}": {m: _solved(m) for m in MODULES} for i in range(5)}
-    pairs = similarity.report(_code(tmp_path, students), tmp_path / "similarity.html")
+    pairs = similarity.report(_code(tmp_path, students), tmp_path / "similarity.html").pairs
     assert len(pairs) == 10
     assert made.count("piece.py") <= len(students) * len(MODULES), made.count("piece.py")
 

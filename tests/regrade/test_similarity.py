@@ -188,8 +188,8 @@ def write_class(code: Path) -> Path:
 def graded(tmp_path_factory):
     where = tmp_path_factory.mktemp("similarity")
     code = write_class(where / "CODE")
-    pairs = similarity.report(code, where / "report.html")
-    every = similarity.report(code, where / "all.html", threshold=0.0)
+    pairs = similarity.report(code, where / "report.html").pairs
+    every = similarity.report(code, where / "all.html", threshold=0.0).pairs
     return code, where, pairs, every, (where / "report.html").read_text()
 
 
@@ -247,7 +247,7 @@ def test_a_script_in_a_students_file_reaches_the_page_escaped(graded):
 def test_the_same_class_gives_the_same_page_under_any_hash_seed(graded):
     code, where, pairs, _, page = graded
     run = ("import sys; from pathlib import Path; from grader.regrade.similarity import report; "
-           "print(report(Path(sys.argv[1]), Path(sys.argv[2])))")
+           "print(report(Path(sys.argv[1]), Path(sys.argv[2])).pairs)")
     for seed in ("1", "2"):
         out = where / f"seed{seed}.html"
         done = subprocess.run([sys.executable, "-c", run, str(code), str(out)], capture_output=True, text=True,
@@ -267,7 +267,7 @@ def test_links_large_files_and_odd_entries_are_skipped_with_a_note(tmp_path):
     (code / "ivan" / "luong.py").write_text(as_alice("luong") + "#" * similarity.MAX_BYTES)
     os.mkfifo(code / "ivan" / "context.py")
     (code / "notes.txt").write_text("not a student")
-    pairs = similarity.report(code, tmp_path / "report.html")
+    pairs = similarity.report(code, tmp_path / "report.html").pairs
     page = (tmp_path / "report.html").read_text()
     assert [(p["a"], p["b"]) for p in pairs] == [("alice", "bob")]
     for note in ("grace/additive.py: skipped (a link)", "heidi: skipped", "ivan/luong.py: skipped",
@@ -278,7 +278,7 @@ def test_links_large_files_and_odd_entries_are_skipped_with_a_note(tmp_path):
 def test_the_stubs_can_come_from_a_folder(graded, tmp_path):
     code, _, pairs, _, _ = graded
     shutil.copytree(EXERCISES, tmp_path / "stubs")
-    assert similarity.report(code, tmp_path / "r.html", stubs=tmp_path / "stubs") == pairs
+    assert similarity.report(code, tmp_path / "r.html", stubs=tmp_path / "stubs").pairs == pairs
 
 
 def test_without_copydetect_the_error_says_what_to_install(monkeypatch, tmp_path):
@@ -293,5 +293,5 @@ def test_without_copydetect_the_error_says_what_to_install(monkeypatch, tmp_path
 def test_a_large_class_compared_in_processes_side_by_side_gets_the_same_page(graded, tmp_path, monkeypatch):
     code, _, pairs, _, page = graded
     monkeypatch.setattr(similarity, "PARALLEL_FROM", 2)  # this small class takes the large class's path
-    again = similarity.report(code, tmp_path / "parallel.html")
+    again = similarity.report(code, tmp_path / "parallel.html").pairs
     assert again == pairs and (tmp_path / "parallel.html").read_text() == page

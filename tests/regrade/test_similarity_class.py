@@ -233,8 +233,8 @@ PLANTED = [("ana", "kim"), ("eli", "lee")]
 def graded(tmp_path_factory):
     where = tmp_path_factory.mktemp("similarity_class")
     files = write_class(where / "CODE")
-    pairs = similarity.report(where / "CODE", where / "report.html")
-    every = similarity.report(where / "CODE", where / "all.html", threshold=0.0)
+    pairs = similarity.report(where / "CODE", where / "report.html").pairs
+    every = similarity.report(where / "CODE", where / "all.html", threshold=0.0).pairs
     return files, pairs, every, (where / "report.html").read_text()
 
 
@@ -291,7 +291,7 @@ def small(tmp_path, *students: str) -> list[dict]:
         (tmp_path / "CODE" / s).mkdir(parents=True)
         for module, text in files[s].items():
             (tmp_path / "CODE" / s / f"{module}.py").write_text(text)
-    return similarity.report(tmp_path / "CODE", tmp_path / "r.html", threshold=0.0)
+    return similarity.report(tmp_path / "CODE", tmp_path / "r.html", threshold=0.0).pairs
 
 
 def test_a_class_of_two_ignores_nothing_but_the_stubs(tmp_path):
@@ -312,17 +312,22 @@ def test_a_byte_identical_copy_in_a_class_of_two_is_identical(tmp_path):
     assert pair["pieces"] == {m: 1.0 for m in TAKEN} and len(pair["identical"]) == len(TAKEN)
 
 
-def test_long_code_that_many_hand_in_alike_stays_identical_but_a_short_one_is_common(tmp_path):
-    """Four of six hand in ana's files: her additive scores are no obvious one-liner, so four alike is copying;
-    her encoder and context are short, and four alike is what the class writes."""
+def test_long_code_that_many_hand_in_alike_is_one_group_but_a_short_one_is_common(tmp_path):
+    """Four of six hand in ana's files: her additive scores are no obvious one-liner, so four alike is copying, shown
+    as one group of four and not as six pairs; her encoder and context are short, and four alike is what the class
+    writes."""
     files = write_class(tmp_path / "ALL")
     for s in ("ana", "kim", "ann", "kat", "dev", "gus"):
         (tmp_path / "CODE" / s).mkdir(parents=True)
         for module, text in files["ana" if s in ("kim", "ann", "kat") else s].items():
             (tmp_path / "CODE" / s / f"{module}.py").write_text(text)
-    pairs = similarity.report(tmp_path / "CODE", tmp_path / "r.html")
-    four = {tuple(sorted(p)) for p in [("ana", "kim"), ("ana", "ann"), ("ana", "kat"), ("ann", "kim"),
-                                       ("kat", "kim"), ("ann", "kat")]}
-    assert {(p["a"], p["b"]) for p in pairs} == four
-    assert all(p["identical"] == ["additive"] and p["pieces"]["encoder"] == 0.0 for p in pairs)
-    assert "encoder.py: 4 of the 6 who wrote it hand in the same short code" in (tmp_path / "r.html").read_text()
+    found = similarity.report(tmp_path / "CODE", tmp_path / "r.html")
+    assert found.pairs == [] and found.sources == []
+    assert found.groups == [{"piece": "additive", "students": ["ana", "ann", "kat", "kim"], "identical": True,
+                             "score": 1.0}]
+    every = similarity.report(tmp_path / "CODE", tmp_path / "all.html", threshold=0.0).pairs
+    four = [p for p in every if {p["a"], p["b"]} <= {"ana", "kim", "ann", "kat"}]
+    assert len(four) == 6 and all(p["grouped"] == ["additive"] for p in four)  # at 0, listed for the other pieces
+    page = (tmp_path / "r.html").read_text()
+    assert "<td>additive.py</td><td>4</td><td>identical</td><td>ana, ann, kat, kim</td>" in page
+    assert "encoder.py: 4 of the 6 who wrote it hand in the same short code" in page

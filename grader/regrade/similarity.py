@@ -47,7 +47,6 @@ import os
 import re
 import tokenize
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -55,7 +54,7 @@ import numpy as np
 
 from grader.core.pieces import MODULES
 from grader.regrade import similarity_findings, similarity_input, similarity_page
-from grader.regrade.similarity_findings import Findings
+from grader.regrade.similarity_findings import Compared, Findings
 
 
 NOISE = 25  # copydetect's k: the shortest run of normalised characters that counts as shared
@@ -163,20 +162,6 @@ def _overlaps(filtered: list[str], skipped: set[str]) -> np.ndarray:
         overlap[p, others] = ((runs[:, hi] - runs[:, lo]) > 0).sum(axis=1)
     np.fill_diagonal(overlap, 0)
     return overlap
-
-
-@dataclass
-class Compared:
-    """One piece compared: every student with every other, and with every known source that has the piece."""
-
-    students: list[str]
-    sources: list[str]
-    scores: np.ndarray  # (n, n) each pair's score, 1 where identical
-    same: np.ndarray  # (n, n) identical once comments and layout are left out
-    by_source: np.ndarray  # (n, k) each student's score against each source
-    same_source: np.ndarray  # (n, k)
-    common: list[str]  # the k-grams left out as the assignment's
-    note: str  # on short code many hand in alike
 
 
 def _compare(texts: dict[str, str], sources: dict[str, str], stub_grams: set[str],

@@ -11,17 +11,27 @@ Three kinds of finding, each piece apart:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from grader.core.pieces import MODULES
 
-if TYPE_CHECKING:
-    from grader.regrade.similarity import Compared
-
 NEAR = 0.9  # a score at or above this joins a group as being identical does
 GROUP_FROM = 3  # students handing in one piece alike, from which they are a group and not pairs
+
+
+@dataclass
+class Compared:
+    """One piece compared: every student with every other, and with every known source that has the piece."""
+
+    students: list[str]
+    sources: list[str]
+    scores: np.ndarray  # (n, n) each pair's score, 1 where identical
+    same: np.ndarray  # (n, n) identical once comments and layout are left out
+    by_source: np.ndarray  # (n, k) each student's score against each source
+    same_source: np.ndarray  # (n, k)
+    common: list[str]  # the k-grams left out as the assignment's
+    note: str  # on short code many hand in alike
 
 
 @dataclass

@@ -6,6 +6,7 @@ MAX_GIT_BYTES of .git copied, the clone's own .git, and MAX_CHECKOUT_BYTES check
 but those files (MODULES x MAX_FILE at most) is removed (`prune`), long before the student's last case ends.
 `Bound` lets staging begin only while the worst case of every staging in flight fits the batch's disk budget: past
 it, the next student waits until one in flight is staged; one alone may always go, whatever its worst case.
+`drop_page_cache` empties the machine's page cache before a batch stages anyone (docs/threat-model.md).
 """
 from __future__ import annotations
 
@@ -82,3 +83,16 @@ def keep_code(staged: Path, into: Path) -> None:
         src = staged / f"{module}.py"
         if src.is_file() and not src.is_symlink():
             shutil.copyfile(src, into / src.name)
+
+
+def drop_page_cache() -> str:
+    """Empty the kernel's page cache where this process may (root on Linux), so that no earlier run's workers
+    (an earlier batch, `grade --plots`) left bits in it for this batch's; says which it was."""
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:  # opened first: no machine-wide sync where it cannot drop
+            os.sync()  # dirty pages are written back first, so the drop leaves none behind
+            f.write("1\n")
+        return "page cache dropped: nothing an earlier run left in it reaches this batch"
+    except OSError as e:
+        return (f"page cache kept ({e.strerror or e}): run the batch as root on a machine of its own to have it "
+                "dropped; see the README's threat model")

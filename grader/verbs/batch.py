@@ -5,9 +5,9 @@ read through grader/regrade/intake.py (no links, capped sizes, notebooks and zip
 row is named uniquely after its repository (with a roster, by username: grader/regrade/classlist.py) with its
 path beside it, every text cell is neutralised for spreadsheets, and each row reaches the disk as it finishes.
 
-`main` runs one `Batch`: plan (the class, its settings, the files beside the gradebook), launch (every student
-staged, then graded piece by piece, then trained), collect (each student's row, as they finish) and write (the
-gradebook, its manifest and the class reports, complete). A row's status is grader/regrade/rowstatus.py's.
+`main` runs one `Batch`: plan (the class, its settings, the files beside the gradebook), launch (the class in
+waves, each wave's students staged, graded piece by piece, then trained), collect (each student's row, as they
+finish) and write (the gradebook, its manifest and the class reports, complete). A row's status is rowstatus.py's.
 """
 from __future__ import annotations
 
@@ -45,6 +45,10 @@ from grader.runner.results import Limits
 
 if TYPE_CHECKING:
     from tqdm import tqdm
+
+# Students a wave holds per job (`Batch.launch`): a wave's every piece waits for its slowest student's, so more waste
+# more cores at each piece's end; a stop loses the wave under way, so fewer lose less.
+WAVE = 2
 
 
 class ReportsFolder(ValueError):
@@ -158,7 +162,7 @@ class Batch:
                                 f"{files.csv.with_name(files.csv.stem + '-reports')}")
         files.reports.mkdir(parents=True, exist_ok=True)
         files.code.mkdir(parents=True, exist_ok=True)
-        dropped = drop_page_cache()
+        dropped = staging.drop_page_cache()
         if self.progress:
             print(dropped, file=sys.stderr)
         self.klass = klass = class_list(self.submissions, self.roster, self.prefix).part(self.shard)
@@ -188,12 +192,20 @@ class Batch:
     # --- launch ---------------------------------------------------------------------------------------
 
     def launch(self, pool: ThreadPoolExecutor) -> None:
-        """The class graded as `grade` grades one submission: every student's unit cases of one piece (up to `jobs`
-        at once, so the workers that run together hold the same reference), the pieces in `pieces.run_order`, then
-        every student's training cases, any beside any other (see grader/runner/schedule.py's Grading)."""
-        paths = self.klass.paths
+        """The class in waves of WAVE x jobs students, one after another, each graded as `grade` grades one
+        submission (`wave`); a wave's rows are written by its end, so a stop keeps every student of the waves before."""
         self.add_missing()
-        list(pool.map(self.stage, range(len(paths)), paths))
+        paths, size = self.klass.paths, WAVE * max(1, self.jobs)
+        for first in range(0, len(paths), size):
+            if not self.stop.stopped:
+                self.wave(pool, range(first, min(first + size, len(paths))))
+
+    def wave(self, pool: ThreadPoolExecutor, ids: range) -> None:
+        """The students `ids` staged, then every one's unit cases of one piece (up to `jobs` at once, so the workers
+        that run together hold the same reference), the pieces in `pieces.run_order`, then every one's training
+        cases, any beside any other (see grader/runner/schedule.py's Grading)."""
+        paths = [self.klass.paths[i] for i in ids]
+        list(pool.map(self.stage, ids, paths))
         for piece in run_order(list(PIECES)):
             graded_now = [p for p in paths if p in self.live]
             list(pool.map(lambda path, piece=piece: self.attempt(path, "run_units", piece), graded_now))
@@ -375,19 +387,6 @@ def main(
     return Batch(submissions=submissions, out=out, reports=reports, jobs=jobs, seed=seed, limits=limits,
                  progress=progress, release=release, shard=shard, before=before, roster=roster, prefix=prefix,
                  scores=scores, disk=disk, keys=keys).run()
-
-
-def drop_page_cache() -> str:
-    """Empty the kernel's page cache where this process may (root on Linux), so that no earlier run's workers
-    (an earlier batch, `grade --plots`) left bits in it for this batch's; says which it was."""
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:  # opened first: no machine-wide sync where it cannot drop
-            os.sync()  # dirty pages are written back first, so the drop leaves none behind
-            f.write("1\n")
-        return "page cache dropped: nothing an earlier run left in it reaches this batch"
-    except OSError as e:
-        return (f"page cache kept ({e.strerror or e}): run the batch as root on a machine of its own to have it "
-                "dropped; see the README's threat model")
 
 
 def default_jobs() -> int:

@@ -151,6 +151,25 @@ def test_a_batch_runs_every_students_unit_cases_piece_by_piece_before_any_traini
     assert str(TOTAL) in (tmp_path / "book.csv").read_text()
 
 
+def test_a_batch_grades_its_class_in_waves_each_piece_by_piece_and_trained_before_the_next_begins(
+        log, monkeypatch, tmp_path):
+    fake, who = log(), []
+
+    def noted(piece, expected, submission, *args, **kwargs):
+        who.append(submission.parent.name)  # the student's staging folder, named after their place in the class
+        return fake(piece, expected, submission, *args, **kwargs)
+
+    monkeypatch.setattr(schedule, "run_piece", noted)
+    subs = [make_submission(tmp_path / "class" / name) for name in ("ann", "ben", "cat", "dan", "eve")]
+    assert batch.main(submissions=subs, out=tmp_path / "book.csv", reports=None, jobs=1, seed="0", limits=FULL,
+                      progress=False) == (5, 0)
+    waves = [range(i, min(i + batch.WAVE, len(subs))) for i in range(0, len(subs), batch.WAVE)]  # -j 1
+    assert [len(w) for w in waves] == [2, 2, 1]
+    want = [e for wave in waves for e in [*((str(i), p, "units") for p in run_order(list(PIECES)) for i in wave),
+                                          *((str(i), p, "training") for i in wave for p in schedule.LANE_ORDER)]]
+    assert [(n, piece, part) for n, (_, piece, part) in zip(who, fake.events)] == want
+
+
 def test_a_batch_where_one_student_breaks_the_grader_still_grades_the_others(log, monkeypatch, tmp_path):
     fake = log()
 

@@ -17,7 +17,9 @@ import pytest
 
 from grader import ROOT
 
-from helpers import REFERENCE, eventually
+from grader.verbs.batch import WAVE
+
+from helpers import EXERCISES, REFERENCE, eventually
 
 ADA = "attention-lab-ada"  # a student is named after their repository
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
@@ -31,8 +33,9 @@ def _class(root: Path) -> Path:
     return root
 
 
-def _command(klass: Path, out: Path) -> list[str]:
-    return [sys.executable, "-m", "grader", "batch", str(klass), "--quick", "-j", "2", "--seed", "7", "--out", str(out)]
+def _command(klass: Path, out: Path, quick: bool = True, jobs: int = 2) -> list[str]:
+    return [sys.executable, "-m", "grader", "batch", str(klass), *(["--quick"] if quick else []), "-j", str(jobs),
+            "--seed", "7", "--out", str(out)]
 
 
 def _env() -> dict[str, str]:
@@ -153,4 +156,38 @@ def test_a_stopped_batch_ends_every_process_keeps_what_it_finished_and_the_same_
     assert rerun.returncode == 0, rerun.stderr
     manifest = json.loads(out.with_name("grades-manifest.json").read_text())
     assert manifest["finished"] and manifest["resumed"] >= 1
+    assert out.read_bytes() == whole.read_bytes()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("quick", [True, False], ids=["quick", "full"])
+def test_a_batch_stopped_after_a_wave_keeps_its_students_and_the_same_command_grades_only_the_others(tmp_path, quick):
+    """Issue 41 §4: the class is graded in waves of WAVE x -j students (Batch.launch), each wave piece by piece and
+    its rows written by its end; a stop while a later wave's judges grade keeps every student of the waves before,
+    quick or full."""
+    names = []  # five students, three waves of -j 1: solved ones, and two still the stubs (no training case runs)
+    for who, lab in (("ada", REFERENCE), ("bob", EXERCISES), ("cy", REFERENCE), ("dee", EXERCISES), ("eve", REFERENCE)):
+        names.append(f"attention-lab-{who}")
+        shutil.copytree(lab, tmp_path / "class" / names[-1] / "exercises")
+        (tmp_path / "class" / names[-1] / ".git").mkdir()
+    whole = tmp_path / "whole" / "grades.csv"
+    done = _graded(_command(tmp_path / "class", whole, quick, jobs=1))
+    assert done.returncode == 0, done.stderr
+
+    out = tmp_path / "part" / "grades.csv"
+    command = _command(tmp_path / "class", out, quick, jobs=1)
+    stopped, _, _, _ = _stopped_midway(command, out, signal.SIGTERM, rows_before=WAVE)  # a wave's rows, a judge on
+    assert stopped.returncode == 143, stopped.stderr
+    kept = [line.split(",")[0] for line in out.read_text().splitlines()[1:]]
+    assert names[:WAVE] == kept[:WAVE] and len(kept) < len(names), kept
+    assert f"stopped by SIGTERM after {len(kept)} of {len(names)} students" in stopped.stderr, stopped.stderr
+    reports = out.with_name("grades-reports")
+    written = {name: (reports / f"{name}.json").stat().st_mtime_ns for name in kept}
+
+    rerun = _graded(command)
+    assert rerun.returncode == 0, rerun.stderr
+    manifest = json.loads(out.with_name("grades-manifest.json").read_text())
+    assert manifest["finished"] and manifest["resumed"] == len(kept), (manifest["resumed"], kept)
+    # the kept students' reports as the stopped run wrote them (grading a student writes theirs again)
+    assert {name: (reports / f"{name}.json").stat().st_mtime_ns for name in kept} == written
     assert out.read_bytes() == whole.read_bytes()

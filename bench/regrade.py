@@ -155,14 +155,13 @@ def main() -> None:
         opts.json.write_text(json.dumps(figures, indent=2))
 
 
-def similarity_seconds(students: int) -> float:
-    """The similarity report's time over a made-up class: each piece one of the tests' three solutions with
-    names changed, lines dropped and added at random, a tenth untouched stubs (tests/regrade/test_similarity)."""
+def made_up_class(code: Path, students: int) -> Path:
+    """A class of `students` in `code`: each piece one of the tests' three solutions with names changed, lines
+    dropped and added at random, a tenth untouched stubs (tests/regrade/test_similarity), the same every time."""
     import random
     import re
 
     from grader.core.pieces import MODULES
-    from grader.regrade import similarity
     from tests.regrade.test_similarity import CAROL, DAVE, as_alice, stub
 
     rng = random.Random(0)
@@ -184,19 +183,26 @@ def similarity_seconds(students: int) -> float:
                               lambda m: m.group(0) + rng.choice(["", "_", "2"]), line))
         return "\n".join(out) + "\n"
 
+    for i in range(students):
+        folder = code / f"s{i:04d}"
+        folder.mkdir(parents=True)
+        for m in MODULES:
+            r = rng.random()
+            if r < 0.05:
+                continue
+            text = stub(m) if r < 0.15 else mutate(rng.choice(pools[m]), stub(m))
+            (folder / f"{m}.py").write_text(text)
+    return code
+
+
+def similarity_seconds(students: int) -> float:
+    """The similarity report's time over made_up_class(students), the reference a known source as in the regrade."""
+    from grader.regrade import similarity, similarity_input
+
     with tempfile.TemporaryDirectory(prefix="attnlab-similarity-bench-") as tmp:
-        code = Path(tmp) / "code"
-        for i in range(students):
-            folder = code / f"s{i:04d}"
-            folder.mkdir(parents=True)
-            for m in MODULES:
-                r = rng.random()
-                if r < 0.05:
-                    continue
-                text = stub(m) if r < 0.15 else mutate(rng.choice(pools[m]), stub(m))
-                (folder / f"{m}.py").write_text(text)
+        code = made_up_class(Path(tmp) / "code", students)
         t0 = time.perf_counter()
-        similarity.report(code, Path(tmp) / "report.html")
+        similarity.report(code, Path(tmp) / "report.html", known=similarity_input.reference())
         return time.perf_counter() - t0
 
 

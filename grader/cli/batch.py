@@ -143,11 +143,12 @@ def batch() -> None:
 @click.option("--disk-budget", default=None, callback=size_option, metavar="SIZE",
               help="Disk the students being staged may fill at once, each counted at its worst case (e.g. 4G, "
                    "500M; default 4G). A smaller budget stages fewer at once; a student alone is staged whatever it is.")
+@known_option
 @grading_options
 def batch_class(submissions: tuple[Path, ...], out: Path, reports: Path | None, jobs: int | None, release: Path | None,
                 shard_spec, deadline, roster, prefix: str | None, scores_csv: Path | None, keys,
-                disk_budget: int | None, quick: bool, seed: str | None, case_timeout: float, piece_timeout: float,
-                memory_gb: float) -> None:
+                disk_budget: int | None, known: tuple[Path, ...], quick: bool, seed: str | None, case_timeout: float,
+                piece_timeout: float, memory_gb: float) -> None:
     """Regrade a class: per student a repository, its exercises/ folder, a .zip or a .ipynb, in parallel; or a
     folder of them, as `grade batch collect` and `gh teacher download` write. With --roster and --prefix the class
     is the roster's students: one without a repository gets an error row, a repository of no student's is left
@@ -176,7 +177,8 @@ def batch_class(submissions: tuple[Path, ...], out: Path, reports: Path | None, 
                                 jobs=jobs or verb.default_jobs(), seed=resolve_seed(seed), release=release,
                                 shard=shard_spec, before=deadline, limits=Limits(case_timeout, piece_timeout,
                                                                                  memory_gb, quick),
-                                roster=roster, prefix=prefix or "", scores=scores_csv, disk=disk_budget, keys=keys)
+                                roster=roster, prefix=prefix or "", scores=scores_csv, disk=disk_budget, keys=keys,
+                                known=list(known))
     except verb.ReportsFolder as e:
         raise click.BadParameter(str(e), param_hint="--reports") from None
     part = f"shard {shard_spec}: " if shard_spec else ""

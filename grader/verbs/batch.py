@@ -103,8 +103,10 @@ class Batch:
     def __init__(self, *, submissions: list[Path], out: Path, reports: Path | None, jobs: int, seed: str,
                  limits: Limits, progress: bool = True, release: Path | None = None, shard: Shard | None = None,
                  before: datetime | None = None, roster: rosters.Roster | None = None, prefix: str = "",
-                 scores: Path | None = None, disk: int | None = None, keys: perpush.Release | None = None) -> None:
+                 scores: Path | None = None, disk: int | None = None, keys: perpush.Release | None = None,
+                 known: list[Path] = ()) -> None:
         self.submissions, self.out, self.reports, self.jobs, self.keys = submissions, out, reports, jobs, keys
+        self.known = list(known)  # the similarity report's known sources beside the reference
         self.seed, self.limits, self.progress, self.release = seed, limits, progress, release
         self.shard, self.before, self.roster, self.prefix, self.scores = shard, before, roster, prefix, scores
         self.lock, self.bound = threading.Lock(), staging.Bound(staging.DISK_BYTES if disk is None else disk)
@@ -366,7 +368,7 @@ class Batch:
         if self.scores is not None:
             classroom50.write(self.scores, gradebook.rows, self.klass.roster, gradebook.mode)
         if self.shard is None:
-            book.class_reports(self.files, gradebook.rows, self.progress, list(PIECES), gradebook.mode)
+            book.class_reports(self.files, gradebook.rows, self.progress, list(PIECES), gradebook.mode, self.known)
         bad = sum(status_of(r).is_error for r in gradebook.rows)
         return len(gradebook.rows) - bad, bad
 
@@ -375,18 +377,19 @@ def main(
     *, submissions: list[Path], out: Path, reports: Path | None, jobs: int, seed: str, limits: Limits,
     progress: bool = True, release: Path | None = None, shard: Shard | None = None, before: datetime | None = None,
     roster: rosters.Roster | None = None, prefix: str = "", scores: Path | None = None, disk: int | None = None,
-    keys: perpush.Release | None = None,
+    keys: perpush.Release | None = None, known: list[Path] = (),
 ) -> tuple[int, int]:
     """Grade every submission (or `shard`'s part of them); returns (graded, unreadable). One broken submission
     never stops the batch, and a rerun takes every row the journal holds for the same inputs as it is. With a
     `roster`, its students are the class (see class_list); `scores`: Classroom 50's scores.csv, too; `disk`: the
     bytes staging may hold at once (default staging.DISK_BYTES), each student at their worst case (staging.py);
-    `keys`: a Classroom 50 release's attestation, and then each row's `per_push` is its per-push result's verdict.
+    `keys`: a Classroom 50 release's attestation, and then each row's `per_push` is its per-push result's verdict;
+    `known`: the similarity report's known sources beside the reference (book.class_reports).
     SIGTERM or SIGINT stops it: the rows it finished kept, it exits 143 or 130 (`Batch.halt`). The steps: `Batch`;
     the order of the pieces: `Batch.launch`."""
     return Batch(submissions=submissions, out=out, reports=reports, jobs=jobs, seed=seed, limits=limits,
                  progress=progress, release=release, shard=shard, before=before, roster=roster, prefix=prefix,
-                 scores=scores, disk=disk, keys=keys).run()
+                 scores=scores, disk=disk, keys=keys, known=known).run()
 
 
 def default_jobs() -> int:

@@ -717,7 +717,7 @@ def test_the_image_takes_only_what_the_grader_needs_of_the_grading_repository():
              if ln.strip() and not ln.startswith("#")]
     assert rules[0] == "*"  # everything out, then back in by name: a class clone, parts, a venv or a key never go in
     assert {r[1:] for r in rules if r.startswith("!")} == {"pyproject.toml", "README.md", "grader", "reference",
-                                                           "exercises", "datasets"}
+                                                           "exercises", "datasets", "known"}
     assert "**/*.seal-key" in rules
     assert "COPY . /lab" in (TEMPLATES / "kubernetes" / "Dockerfile").read_text()
 

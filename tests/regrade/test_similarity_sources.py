@@ -120,3 +120,29 @@ def test_a_known_source_is_read_as_hostile_as_the_class(tmp_path):
     sources, notes = similarity_input.known([last])
     assert sources == {"last/olga": {}}
     assert "last/olga/additive.py: skipped (a link)" in notes and any(n.startswith("last/olga/luong.py") for n in notes)
+
+
+def test_the_class_reports_beside_a_gradebook_take_the_reference_and_the_known_folders(tmp_path):
+    from grader.regrade import book
+
+    files = book.Files.of(tmp_path / "grades.csv")
+    write(files.code, {"ann": {m: as_alice(m) for m in MODULES}, "uma": dict(DAVE), "carol": CAROL})
+    last = write(tmp_path / "2025-fall", {"olga": DAVE})
+    rows = [{"student": s, "total": 0, "max_score": 73, "status": "ok"} for s in ("ann", "carol", "uma")]
+    said = book.class_reports(files, rows, progress=False, known=[last])
+    assert "similarity:" in said
+    page = files.similarity.read_text()
+    assert "<td>additive.py</td><td>the reference</td><td>1</td><td>ann (identical)</td>" in page
+    assert "<td>additive.py</td><td>2025-fall/olga</td><td>1</td><td>uma (identical)</td>" in page
+    assert "1 student(s) hand in the reference&#x27;s additive.py: ann" in files.classreport.read_text()
+
+
+@pytest.mark.parametrize("verb", [["batch", "merge", "part.csv"], ["batch", "class", "sub"]])
+def test_a_known_folder_that_is_not_there_is_refused_before_anything_runs(tmp_path, verb):
+    from click.testing import CliRunner
+
+    from grader.cli import cli
+
+    result = CliRunner().invoke(cli, [*verb, "--known", str(tmp_path / "nowhere"), "--out", str(tmp_path / "g.csv")])
+    assert result.exit_code == 2 and "--known" in result.output and "does not exist" in result.output
+    assert not (tmp_path / "g.csv").exists()

@@ -142,8 +142,7 @@ def class_reports(files: Files, rows: list[dict], progress: bool = True, pieces:
     found: list[str] = []
     try:
         sources, said = similarity_input.known(list(known))
-        findings = similarity.report(files.code, files.similarity, known={**similarity_input.reference(), **sources},
-                                     known_notes=said)
+        findings = similarity.report(files.code, files.similarity, known=sources, known_notes=said)
         pairs, note, found = findings.pairs, "", findings.summary()
     except ImportError as e:
         pairs, note = None, str(e)

@@ -53,14 +53,11 @@ from types import SimpleNamespace
 import numpy as np
 
 from grader.core.pieces import MODULES
-from grader.regrade import similarity_findings, similarity_input, similarity_page
-from grader.regrade.similarity_findings import Compared, Findings
+from grader.regrade import similarity_findings, similarity_input, similarity_overlap, similarity_page
+from grader.regrade.similarity_findings import NEAR, Compared, Findings
+from grader.regrade.similarity_overlap import MIN_SHARED, NOISE
 
 
-NOISE = 25  # copydetect's k: the shortest run of normalised characters that counts as shared
-# fewer shared normalised characters than this score a piece 0: the encoder's obvious three lines (about 40) or
-# the one-line context are the same for anyone who writes them the natural way, and would flag half the class
-MIN_SHARED = 2 * NOISE
 # what the task dictates (the mask filled with -inf, the softmax over the last dimension, the reference's one-line
 # context) is written alike by many, a copy by two or three; what only two share can be either, so it always counts
 COMMON_SHARE = 0.2
@@ -128,44 +125,8 @@ def _ignore(fp, ignored: set[int], detector: SimpleNamespace):
     return fp
 
 
-def _overlaps(filtered: list[str], skipped: set[str]) -> np.ndarray:
-    """(D, D) integers: [p, q] is how many characters of text p lie in a k-gram it shares with text q, the `skipped`
-    k-grams left out. That is copydetect's token overlap (compare_files' first count, and the numerator of its
-    shares), for every pair at once: only texts that share a k-gram are looked at, and each text once."""
-    vocab: dict[str, int] = {}
-    at = []  # each text's k-grams by position, as ids; -1 where skipped
-    for f in filtered:
-        grams = (f[i:i + NOISE] for i in range(len(f) - NOISE + 1))
-        at.append(np.array([-1 if g in skipped else vocab.setdefault(g, len(vocab)) for g in grams], dtype=np.int64))
-    # which texts hold each k-gram: a CSR table, holders of gram u in flat[start[u]:start[u + 1]]
-    held = [np.unique(a[a >= 0]) for a in at]
-    grams_of = np.concatenate(held) if held else np.zeros(0, dtype=np.int64)
-    texts_of = np.repeat(np.arange(len(at)), [len(h) for h in held])
-    order = np.lexsort((texts_of, grams_of))
-    flat = texts_of[order]
-    start = np.concatenate(([0], np.cumsum(np.bincount(grams_of, minlength=len(vocab)))))
-    overlap = np.zeros((len(at), len(at)), dtype=np.int64)
-    for p, a in enumerate(at):
-        pos = np.nonzero(a >= 0)[0]
-        if not pos.size:
-            continue
-        first, count = start[a[pos]], start[a[pos] + 1] - start[a[pos]]
-        # every (holder, position) of p's k-grams, gathered without a Python loop over them
-        gather = np.repeat(first - np.cumsum(count) + count, count) + np.arange(count.sum())
-        others, row = np.unique(flat[gather], return_inverse=True)
-        marks = np.zeros((len(others), len(a) + 1), dtype=np.int32)
-        marks[row.ravel(), np.repeat(pos, count) + 1] = 1
-        runs = marks.cumsum(axis=1)  # runs[:, i]: the k-grams shared before position i
-        c = np.arange(len(filtered[p]))
-        # character c lies in a shared k-gram starting anywhere from c - NOISE + 1 to c
-        lo, hi = np.clip(c - NOISE + 1, 0, len(a)), np.minimum(c, len(a) - 1) + 1
-        overlap[p, others] = ((runs[:, hi] - runs[:, lo]) > 0).sum(axis=1)
-    np.fill_diagonal(overlap, 0)
-    return overlap
-
-
-def _compare(texts: dict[str, str], sources: dict[str, str], stub_grams: set[str],
-             detector: SimpleNamespace) -> Compared:
+def _compare(texts: dict[str, str], sources: dict[str, str], stub_grams: set[str], detector: SimpleNamespace,
+             threshold: float) -> Compared:
     """One piece's comparison, the stubs' k-grams (`stub_grams`) left out. The text is fingerprinted from memory:
     no student file is opened."""
     students, labels = sorted(texts), list(sources)
@@ -174,8 +135,7 @@ def _compare(texts: dict[str, str], sources: dict[str, str], stub_grams: set[str
     distinct: dict[str, int] = {}
     # a text handed in many times (the reference, pasted) is fingerprinted and compared once
     of = np.array([distinct.setdefault(t, len(distinct)) for t in every], dtype=int)
-    prints = [_prints(t, detector, "written.py") for t in distinct]
-    filtered = [fp.filtered_code for fp in prints]
+    filtered = [_prints(t, detector, "written.py").filtered_code for t in distinct]
     layout = [_without_layout(t) if f else "" for t, f in zip(distinct, filtered)]
     groups: dict[str, list[int]] = {}
     for i in range(len(every)):
@@ -190,17 +150,9 @@ def _compare(texts: dict[str, str], sources: dict[str, str], stub_grams: set[str
     counts = Counter(g for i in counted for g in grams[of[i]])
     common = sorted(g for g, c in counts.items() if _common(c, writers))
     skipped = stub_grams.union(common)
-    ignored = {hash(g) for g in skipped}
-    prints = [_ignore(fp, ignored, detector) for fp in prints]
-    overlap = _overlaps(filtered, skipped)
-    cover = np.array([float(fp.token_coverage) for fp in prints])
-    scores = np.zeros_like(overlap, dtype=float)
-    # copydetect's compare_files(p, q) for every pair p < q: p's overlap decides the floor, the larger share the score
-    p, q = np.nonzero(np.triu(overlap >= MIN_SHARED, 1))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        shares = np.maximum(overlap[p, q] / cover[p], overlap[q, p] / cover[q])
-    scores[p, q] = scores[q, p] = np.round(np.clip(np.nan_to_num(shares), 0.0, 1.0), 4)
-    scores = scores[np.ix_(of, of)]
+    scores, close, share = similarity_overlap.scored(*similarity_overlap.overlaps(filtered, skipped), NEAR)
+    at = np.ix_(of, of)
+    scores, close, share = scores[at], close[at], share[at]
     same = np.zeros_like(scores, dtype=bool)
     note = ""
     for members in groups.values():
@@ -216,27 +168,67 @@ def _compare(texts: dict[str, str], sources: dict[str, str], stub_grams: set[str
         elif len(members) > 1:
             same[np.ix_(members, members)] = True
     np.fill_diagonal(same, False)
-    scores[same] = 1.0
+    scores[same], close[same] = 1.0, True
     np.fill_diagonal(scores, 0.0)
-    return Compared(students, labels, scores[:n, :n], same[:n, :n], scores[:n, n:], same[:n, n:], common,
+    np.fill_diagonal(close, False)
+    match = _match(share[:n, n:], same[:n, n:], threshold)
+    explained = _explained(match, of[:n], filtered, of[n:], skipped, threshold)
+    return Compared(students, labels, scores[:n, :n], same[:n, :n], close[:n, :n], match, explained, common,
                     note.rstrip("; "))
 
 
-def _compare_one(texts: dict[str, str], sources: dict[str, str], stub: str | None, stub_grams: set[str]) -> Compared:
+def _match(share: np.ndarray, same: np.ndarray, threshold: float) -> list[tuple[int, float, bool] | None]:
+    """Each student's known source: (its index, the student's share found in it, identical), the identical first,
+    then the highest share at or above `threshold`; None where none. The student's own share, not the larger one: a
+    student who hides a copy among the reference's lines, or a short file from an earlier term, matches it no more
+    than the rest of their code does."""
+    out: list[tuple[int, float, bool] | None] = []
+    for i in range(share.shape[0]):
+        best = max(((bool(same[i, k]), 1.0 if same[i, k] else float(share[i, k]), -k) for k in range(share.shape[1])),
+                   default=None)
+        ok = best is not None and (best[0] or (best[1] >= threshold and best[1] > 0))
+        out.append((-best[2], round(best[1], 4), best[0]) if ok else None)
+    return out
+
+
+def _explained(match: list, of: np.ndarray, filtered: list[str], source_of: np.ndarray, skipped: set[str],
+               threshold: float) -> np.ndarray:
+    """(n, n): whether two students matching the same known source share nothing beyond it: their score with the
+    source's k-grams left out too (as MOSS and Dolos treat a base file) is under `threshold`. Two who also share code
+    of their own, beside a pasted reference, stay a pair."""
+    explained = np.zeros((len(match), len(match)), dtype=bool)
+    for k in sorted({m[0] for m in match if m}):
+        held = [i for i, m in enumerate(match) if m and m[0] == k]
+        if len(held) < 2:
+            continue
+        texts = sorted({int(of[i]) for i in held})
+        beyond = skipped.union(_grams(filtered[source_of[k]]))
+        overlap, cover = similarity_overlap.overlaps([filtered[d] for d in texts], beyond)
+        left, _, _ = similarity_overlap.scored(overlap, cover, NEAR)
+        idx = np.searchsorted(texts, of[held])
+        whole = np.where(cover[idx] >= MIN_SHARED, 1.0, 0.0)  # one text handed in by both: all it holds is shared
+        residual = np.where(idx[:, None] == idx[None, :], whole[:, None], left[np.ix_(idx, idx)])
+        explained[np.ix_(held, held)] = residual < threshold
+    np.fill_diagonal(explained, False)
+    return explained
+
+
+def _compare_one(texts: dict[str, str], sources: dict[str, str], stub: str | None, stub_grams: set[str],
+                 threshold: float) -> Compared:
     """_compare of the files as handed in: what each wrote is found here, in the process that compares them."""
     def written(files: dict[str, str]) -> dict[str, str]:
         return {who: similarity_input.written(t, stub) for who, t in files.items()}
 
-    return _compare(written(texts), written(sources), stub_grams, _copydetect())
+    return _compare(written(texts), written(sources), stub_grams, _copydetect(), threshold)
 
 
 def _compare_all(texts: dict[str, dict[str, str]], sources: dict[str, dict[str, str]], stubs: dict[str, str],
-                 stub_grams: set[str]) -> list[Compared]:
+                 stub_grams: set[str], threshold: float) -> list[Compared]:
     """_compare for every piece: side by side in processes of their own for a large class (tokenizing is pure
     Python, so threads would not help), one after another for a small one, where starting costs more."""
-    jobs = [(texts[m], sources[m], stubs.get(m), stub_grams) for m in MODULES]
+    jobs = [(texts[m], sources[m], stubs.get(m), stub_grams, threshold) for m in MODULES]
     workers = min(len(jobs), os.cpu_count() or 1)
-    if workers < 2 or max(len(t) + len(k) for t, k, _, _ in jobs) < PARALLEL_FROM:
+    if workers < 2 or max(len(job[0]) + len(job[1]) for job in jobs) < PARALLEL_FROM:
         return [_compare_one(*job) for job in jobs]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -304,7 +296,8 @@ def report(code: Path, out: Path, *, stubs: Path | None = None, threshold: float
     stub_grams = _stub_grams([stub_text[m] for m in sorted(stub_text)], detector)
     # each piece compared apart, not all in one detector: the loop is quadratic in the files it holds (36 times the
     # work for six pieces in one)
-    compared = dict(zip(MODULES, _compare_all(mine, {m: of(known, m) for m in MODULES}, stub_text, stub_grams)))
+    compared = dict(zip(MODULES, _compare_all(mine, {m: of(known, m) for m in MODULES}, stub_text, stub_grams,
+                                                  threshold)))
     students = sorted(s for s, t in found.items() if t)
     findings = similarity_findings.find(compared, students, threshold)
     shown = _shown(findings, mine, stub_text, stub_grams, {m: c.common for m, c in compared.items()}, threshold, detector)

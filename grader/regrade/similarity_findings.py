@@ -1,10 +1,11 @@
 """What the similarity report found, in the order an instructor reads it (grader.regrade.similarity compares).
 
 Three kinds of finding, each piece apart:
-- a student whose piece matches a known source (at or above the threshold; identical first, then the highest) is
-  that source's: grouped by piece and source, "5 students hand in the reference's additive.py";
-- three or more students matching no known source, each identical or near-identical (NEAR) to another of them, are
-  one group, not every pair of them;
+- a student whose piece matches a known source (identical, or their own share found in it at or above the
+  threshold) is that source's: grouped by piece and source, "5 students hand in the reference's additive.py";
+  two such students are a pair still where they share code beyond the source (grader.regrade.similarity);
+- three or more students matching no known source, each identical to another of them or alike both ways (each at
+  least NEAR found in the other: a file that merely holds another's is no likeness), are one group, not every pair;
 - a pair of students is listed for the pieces neither explains, highest first. These come first on the page: a
   copy between two students that matches no known source is what the report is for.
 """
@@ -22,14 +23,15 @@ GROUP_FROM = 3  # students handing in one piece alike, from which they are a gro
 
 @dataclass
 class Compared:
-    """One piece compared: every student with every other, and with every known source that has the piece."""
+    """One piece compared (grader.regrade.similarity): every student with every other, and with the known sources."""
 
     students: list[str]
     sources: list[str]
     scores: np.ndarray  # (n, n) each pair's score, 1 where identical
     same: np.ndarray  # (n, n) identical once comments and layout are left out
-    by_source: np.ndarray  # (n, k) each student's score against each source
-    same_source: np.ndarray  # (n, k)
+    close: np.ndarray  # (n, n) identical, or each at least NEAR found in the other
+    match: list[tuple[int, float, bool] | None]  # each student's known source: (index, score, identical)
+    explained: np.ndarray  # (n, n) both match one source and share nothing beyond it
     common: list[str]  # the k-grams left out as the assignment's
     note: str  # on short code many hand in alike
 
@@ -53,15 +55,9 @@ class Findings:
         return lines
 
 
-def _matches(c: Compared, threshold: float) -> dict[str, tuple[str, float, bool]]:
+def _matches(c: Compared) -> dict[str, tuple[str, float, bool]]:
     """{student: (source, score, identical)} of the students whose piece matches a known source."""
-    out = {}
-    for i, s in enumerate(c.students):
-        best = max(((bool(c.same_source[i, k]), float(c.by_source[i, k]), -k) for k in range(len(c.sources))),
-                   default=None)
-        if best is not None and (best[0] or best[1] >= threshold) and best[1] > 0:
-            out[s] = (c.sources[-best[2]], best[1], best[0])
-    return out
+    return {s: (c.sources[m[0]], m[1], m[2]) for s, m in zip(c.students, c.match) if m}
 
 
 def _groups(c: Compared, matched: dict[str, tuple]) -> list[list[int]]:
@@ -75,7 +71,7 @@ def _groups(c: Compared, matched: dict[str, tuple]) -> list[list[int]]:
             i = parent[i]
         return i
 
-    for a, b in zip(*np.nonzero(np.triu(c.same | (c.scores >= NEAR), 1))):
+    for a, b in zip(*np.nonzero(np.triu(c.close, 1))):
         if a in parent and b in parent:
             parent[root(int(a))] = root(int(b))
     members: dict[int, list[int]] = {}
@@ -94,7 +90,7 @@ def find(compared: dict[str, Compared], students: list[str], threshold: float) -
     for m, c in compared.items():
         rows = np.array([where[s] for s in c.students], dtype=int)
         best[np.ix_(rows, rows)] = np.maximum(best[np.ix_(rows, rows)], c.scores)
-        matched[m] = _matches(c, threshold)
+        matched[m] = _matches(c)
         by_source: dict[str, dict[str, tuple[float, bool]]] = {}
         for s, (source, score, same) in matched[m].items():
             by_source.setdefault(source, {})[s] = (score, same)
@@ -116,8 +112,7 @@ def find(compared: dict[str, Compared], students: list[str], threshold: float) -
         found = {m: float(c.scores[at[a], at[b]]) for m, (at, c) in per.items() if a in at and b in at}
         if not found:  # two students with no piece in common share nothing
             continue
-        explained = {m: matched[m][a][0] for m in found if a in matched[m] and matched[m][a][0] == matched[m].get(
-            b, ("",))[0]}
+        explained = {m: matched[m][a][0] for m in found if per[m][1].explained[per[m][0][a], per[m][0][b]]}
         grouped = [m for m in found if m not in explained and group_of[m].get(a, -1) == group_of[m].get(b, -2)]
         alone = [s for m, s in found.items() if s >= threshold and m not in explained and m not in grouped]
         if alone:

@@ -87,25 +87,39 @@ def collect(code: Path, prefix: str = "") -> tuple[dict[str, dict[str, str]], li
 
 
 def known(paths: list[Path]) -> tuple[dict[str, dict[str, str]], list[str]]:
-    """{label: {module: text}} of the known sources at `paths`: a folder holding the lab's modules is one source
-    named after it; any other folder is a class (an earlier term's), each student a source named folder/student."""
-    sources: dict[str, dict[str, str]] = {}
+    """{label: {module: text}} of the known sources of a regrade: the reference first, where this checkout holds it,
+    then those at `paths`. A folder holding the lab's modules is one source named after it; any other folder is a
+    class (an earlier term's), each student a source named folder/student. A label given already keeps its first
+    source, and the notes say so, as they say what a folder of modules leaves unread."""
+    sources: dict[str, dict[str, str]] = reference()
     notes: list[str] = []
+
+    def add(label: str, files: dict[str, str]) -> None:
+        if label in sources:
+            notes.append(f"known source {label}: skipped (a known source of that name is given already)")
+        else:
+            sources[label] = files
+
     for path in paths:
         path = Path(path)
         if any(os.path.lexists(path / f"{m}.py") for m in MODULES):
-            sources[path.name] = _folder(str(path), path.name, notes)
+            add(path.name, _folder(str(path), path.name, notes))
+            folders = sum(1 for e in os.scandir(path) if e.is_dir(follow_symlinks=False))
+            if folders:
+                notes.append(f"known source {path.name}: read as one source, since it holds the lab's modules; its "
+                             f"{folders} folder(s) were not read (give a class folder without module files in it)")
         else:
             found, said = collect(path, f"{path.name}/")
-            sources.update(found)
             notes += said
+            for label, files in found.items():
+                add(label, files)
     return sources, notes
 
 
 def reference() -> dict[str, dict[str, str]]:
     """{REFERENCE_LABEL: {module: text}} where this checkout holds the reference (an instructor's), else {}."""
     files = {m: REFERENCE / f"{m}.py" for m in MODULES}
-    return {REFERENCE_LABEL: {m: p.read_text() for m, p in files.items() if p.is_file()}} if all(
+    return {REFERENCE_LABEL: {m: p.read_text() for m, p in files.items()}} if all(
         p.is_file() for p in files.values()) else {}
 
 
@@ -121,9 +135,11 @@ def stubs(folder: Path | None) -> dict[str, str]:
 
 def _code_lines(text: str) -> list[str]:
     """The lines of `text`, those a string spans over several lines (a docstring) left empty."""
-    lines = text.splitlines(keepends=True)
+    # split as tokenize reads them, at "\n" alone: str.splitlines also splits at form feeds and the like, and a comment
+    # full of them shifted every line number tokenize gives, blanking the code in place of the docstring
+    lines = io.StringIO(text, newline="").readlines()
     try:
-        for t in tokenize.generate_tokens(io.StringIO(text).readline):
+        for t in tokenize.generate_tokens(iter(lines).__next__):
             if t.type == tokenize.STRING and t.end[0] > t.start[0]:
                 lines[t.start[0] - 1:t.end[0]] = ["\n"] * (t.end[0] - t.start[0] + 1)
     except (tokenize.TokenError, SyntaxError):  # what tokenizes is done; the rest is compared as it stands

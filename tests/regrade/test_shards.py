@@ -169,7 +169,7 @@ def test_a_shard_that_died_is_rerun_alone_and_grades_only_the_students_it_had_le
 
     def killed_at_the_fourth_row(self, row, inputs=""):
         rows.append(row)
-        if len(rows) == 4:  # fox's error row, two graded students, then the runner is killed
+        if len(rows) == 4:  # ada's and bob's rows (the first wave: batch.WAVE at -j 1), cy's, then the kill
             raise KeyboardInterrupt  # not an exception the batch catches
         real_add(self, row, inputs)
 
@@ -179,7 +179,7 @@ def test_a_shard_that_died_is_rerun_alone_and_grades_only_the_students_it_had_le
                   shard=sharding.Shard(1, 1))
     monkeypatch.setattr(book.Gradebook, "add", real_add)
     journal = (tmp_path / "part" / "grades-journal.jsonl").read_text().splitlines()
-    assert len(journal) == 1 + 2  # the header and the two students graded before the kill
+    assert len(journal) == 1 + 3  # the header and the three students graded before the kill
     assert not json.loads((tmp_path / "part" / "grades-manifest.json").read_text())["finished"]
     graded: list[str] = []
     real_units = schedule.Grading.run_units
@@ -188,7 +188,7 @@ def test_a_shard_that_died_is_rerun_alone_and_grades_only_the_students_it_had_le
     verb.main(submissions=[klass], out=out, reports=None, jobs=1, seed="7", progress=False, limits=quick,
               shard=sharding.Shard(1, 1))
     manifest = json.loads((tmp_path / "part" / "grades-manifest.json").read_text())
-    assert manifest["finished"] and manifest["resumed"] == 2 and len(graded) == 3  # 5 gradable, 2 kept
+    assert manifest["finished"] and manifest["resumed"] == 3 and len(graded) == 2  # 5 gradable, 3 kept
     whole = tmp_path / "whole" / "grades.csv"
     verb.main(submissions=[klass], out=whole, reports=None, jobs=1, seed="7", progress=False, limits=quick)
     merged = _merge([out], tmp_path / "merged" / "grades.csv")

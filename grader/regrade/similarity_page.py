@@ -9,6 +9,7 @@ import html
 from typing import TYPE_CHECKING, NamedTuple
 
 from grader.core.pieces import MODULES
+from grader.regrade.similarity_findings import NEAR
 
 if TYPE_CHECKING:
     from grader.regrade.similarity_findings import Findings
@@ -110,14 +111,16 @@ def _known(sources: list[str], matched: int) -> str:
                 "shows here as a copy between them.</p>")
     shown = ", ".join(html.escape(s) for s in sources[:10]) + (f" and {len(sources) - 10} more" if len(sources) > 10
                                                                else "")
-    return (f"<p>Known sources, each piece compared with each student's: {shown}. {matched} of them matched; "
-            "two students matching the same source are listed under it, not as a pair.</p>")
+    return (f"<p>Known sources, each piece compared with each student's: {shown}. {matched} of them matched. A "
+            "student matches a source where their piece is identical to it or their own share found in it reaches "
+            "the threshold; two students matching the same source are listed under it, not as a pair, unless they "
+            "share code beyond it (their score with the source's lines left out still reaches the threshold).</p>")
 
 
 def _groups(groups: list[dict]) -> list[str]:
     out = ["<h2>Groups of students</h2>",
-           "<p>Three or more students matching no known source, each handing in a piece identical or nearly "
-           "identical to another's: one group, not every pair of them.</p>"]
+           "<p>Three or more students matching no known source, each handing in a piece identical to another's, "
+           f"or alike both ways (each at least {NEAR:.2f} found in the other): one group, not every pair of them.</p>"]
     if not groups:
         return out + ["<p>None.</p>"]
     out.append("<table><tr><th>piece</th><th>students</th><th>how alike</th><th>who</th></tr>")

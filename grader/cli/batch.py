@@ -29,49 +29,43 @@ class ClassCommand(click.Command):
         formatter.write_usage("grade batch", " ".join(self.collect_usage_pieces(ctx)))
 
 
+def _checked(param: click.Parameter, value, read, *errors: type[Exception]):
+    """`read(value)`, or None for no value; one of `errors` a BadParameter naming the option as given."""
+    try:
+        return read(value) if value is not None else None
+    except errors as e:
+        raise click.BadParameter(str(e), param_hint=param.opts[0]) from None
+
+
+# each imports its reader when its command runs, not when the command line loads
 def _shard(ctx: click.Context, param: click.Parameter, value: str | None):
     from grader.regrade import shard
 
-    try:
-        return shard.parse(value) if value is not None else None
-    except shard.ShardError as e:
-        raise click.BadParameter(str(e), param_hint="--shard") from None
+    return _checked(param, value, shard.parse, shard.ShardError)
 
 
 def _deadline(ctx: click.Context, param: click.Parameter, value: str | None):
     from grader.regrade import deadline
 
-    try:
-        return deadline.parse(value) if value is not None else None
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--before") from None
+    return _checked(param, value, deadline.parse, ValueError)
 
 
 def _roster(ctx: click.Context, param: click.Parameter, value: Path | None):
     from grader.regrade import roster
 
-    try:
-        return roster.read(value) if value is not None else None
-    except roster.RosterError as e:
-        raise click.BadParameter(str(e), param_hint="--roster") from None
+    return _checked(param, value, roster.read, roster.RosterError)
 
 
 def _prefix(ctx: click.Context, param: click.Parameter, value: str | None):
     from grader.regrade import roster
 
-    try:
-        return roster.check_prefix(value) if value is not None else None
-    except roster.RosterError as e:
-        raise click.BadParameter(str(e), param_hint="--prefix") from None
+    return _checked(param, value, roster.check_prefix, roster.RosterError)
 
 
 def _keys(ctx: click.Context, param: click.Parameter, value: Path | None):
     from grader.regrade import perpush
 
-    try:
-        return perpush.Release.read(value) if value is not None else None
-    except perpush.ReleaseError as e:
-        raise click.BadParameter(str(e), param_hint="--verify") from None
+    return _checked(param, value, perpush.Release.read, perpush.ReleaseError)
 
 
 def roster_options(command):

@@ -281,7 +281,7 @@ def _shown(findings: Findings, texts: dict[str, dict[str, str]], stubs: dict[str
 def report(code: Path, out: Path, *, stubs: Path | None = None, threshold: float = 0.5,
            known: dict[str, dict[str, str]] | None = None, known_notes: list[str] | None = None) -> Findings:
     """Compare every student's pieces with every other's (same piece with same piece) and with the `known` sources'
-    ({label: {module: text}}: similarity_input.reference() and .known()), the stubs and what the class writes alike
+    ({label: {module: text}}: similarity_input.known(), the reference first), the stubs and what the class writes alike
     left out; write the HTML report at `out`; return what it found, what no known source explains first."""
     detector = _copydetect()
     found, notes = similarity_input.collect(Path(code))

@@ -31,6 +31,14 @@ def worktree(rev: str, where: Path) -> Path:
     return where
 
 
+def calibration_line() -> str:
+    """bench.py's calibration, measured now, as the one line every interleaved benchmark prints first."""
+    from bench import calibration  # bench/bench.py's, so the line reads as its does
+
+    cal = calibration()
+    return "calibration: " + ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in cal.items())
+
+
 def graded(tree: Path, folder: str, quick: bool, plots: bool = False) -> tuple[float, dict]:
     """One grade of `folder` (relative to the worktree) by the worktree's grader: (seconds, report without times).
     `plots`: `grade --plots`, whose report goes to a file (its plot messages go to standard output)."""
@@ -79,10 +87,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="grade without the two training cases")
     ap.add_argument("--plots", action="store_true", help="`grade --plots`: also train both models from scratch")
     args = ap.parse_args()
-    from bench import calibration  # bench/bench.py's, so the line reads as its does
-
-    cal = calibration()
-    print("calibration: " + ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in cal.items()))
+    print(calibration_line())
     with tempfile.TemporaryDirectory(prefix="attnlab-interleave-") as tmp:
         trees = {rev: worktree(rev, Path(tmp) / f"t{i}") for i, rev in enumerate((args.a, args.b))}
         try:

@@ -52,22 +52,15 @@ def main() -> None:
     ap.add_argument("--students", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=2)
     opts = ap.parse_args()
-    from bench import calibration  # bench/bench.py
+    from interleave import calibration_line, worktree  # bench/interleave.py
     from regrade import made_up_class  # bench/regrade.py
 
-    cal = calibration()
-    print(f"calibration: {cal['cpu']}, {cal['isa']}, {cal['cores']} cores; sigmoid {cal['sigmoid_us']:.1f} us, "
-          f"tanh {cal['tanh_us']:.1f} us, exp {cal['exp_us']:.1f} us, mm {cal['mm_us']:.1f} us, "
-          f"mm256 {cal['mm256_us']:.1f} us ({cal['gflops']:.1f} GFLOP/s)")
+    print(calibration_line())
     times: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="attnlab-similarity-") as tmp:
         tmp_path = Path(tmp)
         code = made_up_class(tmp_path / "code", opts.students)
-        trees = {}
-        for name, rev in (("A", opts.a), ("B", opts.b)):
-            trees[name] = tmp_path / name
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(trees[name]), rev],
-                           check=True)
+        trees = {name: worktree(rev, tmp_path / name) for name, rev in (("A", opts.a), ("B", opts.b))}
         known_b = (trees["B"] / "grader" / "regrade" / "similarity_input.py").is_file()
         runs = [("A", opts.a, False), ("B", opts.b, False)] + ([("B", f"{opts.b} + reference", True)] if known_b else [])
         try:

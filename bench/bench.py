@@ -234,7 +234,7 @@ def worker_start(n: int = 30) -> dict:
     """What the jail costs a piece: a jailed worker forked, confined and loaded with a piece, then closed."""
     from grader.judge.workers import Output, WorkerServer
     from grader.judge.sources import student_sources
-    from grader.judge.remote import PieceWorker, Submission
+    from grader.judge.remote import CaseHandle, PieceWorker
     from grader.judge.reference_code import ORDER
 
     server = WorkerServer()
@@ -243,10 +243,10 @@ def worker_start(n: int = 30) -> dict:
     try:
         for i in range(n + 1):
             t0 = time.perf_counter()
-            slot = PieceWorker(server, sources, "decoder", "decoder.py", Output(), 6.0, 600)
-            sub = Submission(slot, i, time.monotonic() + 120)
+            piece = PieceWorker(server, sources, "decoder", "decoder.py", Output(), 6.0, 600)
+            sub = CaseHandle(piece, i, time.monotonic() + 120)
             sub.seed_worker(i)
-            slot.close()
+            piece.close()
             if i:  # the first waits for the server to import torch
                 times.append(time.perf_counter() - t0)
             jail = sub.jail

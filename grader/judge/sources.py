@@ -61,12 +61,11 @@ def student_sources(submission: Path, reference: Path | None, stem: str, order: 
     modules the piece's registry entry imports (`registry_imports`): the reference's (their stubs where `stubbed`),
     or the student's own in public mode. An import the registry does not list (a decoder's `from .luong import`)
     finds nothing in the worker. Only regular files are read."""
+    from grader.core.files import MAX_PIECE, read_untrusted, untrusted_text
     from grader.judge.stub_source import stub_source
 
     def read(path: Path) -> str | None:
-        if not path.is_file() or path.is_symlink():
-            return None
-        return path.read_text(encoding="utf-8", errors="replace")
+        return untrusted_text(read_untrusted(path, MAX_PIECE))  # staging refused a larger piece already
 
     base = reference if reference is not None else submission
     own = read(submission / f"{stem}.py") or ""

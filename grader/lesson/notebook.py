@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +24,7 @@ from grader.lesson.cells import cells
 from grader.lesson.ipynb import TAG, NotebookError, _nbformat, module_text, piece_cells, read
 # The setup cell of lesson.ipynb imports these from here, and students' saved notebooks keep that line.
 from grader.lesson.kernel import check, lab_evaluator, lab_luong, unfinished  # noqa: F401
+from grader.core.files import LINK, MAX_PIECE, MISSING, TOO_BIG, read_untrusted
 from grader.core.pieces import PIECES
 from grader.judge.stub_source import HEADER as STUB_HEADER, digest, normal, stub_source
 from grader import EXERCISES, REFERENCE
@@ -111,18 +111,9 @@ def extract(nb_path: Path, into: Path) -> Path:
 
 def _regular_text(path: Path) -> str | None:
     """A regular file's text (never through a link; None for anything else, or unreadable, or too big)."""
-    from grader.runner.stage import MAX_FILE
-
+    data = read_untrusted(path, MAX_PIECE).data
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            return None
-        data = f.read(MAX_FILE + 1)
-    try:
-        return data.decode("utf-8") if len(data) <= MAX_FILE else None
+        return data.decode("utf-8") if data is not None else None
     except UnicodeDecodeError:
         return None
 
@@ -130,18 +121,18 @@ def _regular_text(path: Path) -> str | None:
 def _carry(src: Path, dest: Path) -> None:
     """Put `src` at `dest` as grading would find it: a regular file copied, a link or anything else kept
     as something that is not a regular file, so staging refuses it with the same reason."""
-    try:
-        info = os.lstat(src)
-    except FileNotFoundError:
+    got = read_untrusted(src, MAX_PIECE)
+    if got.refused == MISSING:
         return
-    if stat.S_ISLNK(info.st_mode):
-        os.symlink(os.readlink(src), dest)
-    elif stat.S_ISREG(info.st_mode):
-        from grader.runner.stage import MAX_FILE
-
-        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as f:
-            dest.write_bytes(f.read(MAX_FILE + 1))  # staging refuses one over the limit, as it would the original
+    if got.data is not None:
+        dest.write_bytes(got.data)
+    elif got.refused == TOO_BIG:
+        dest.write_bytes(b"#" * (MAX_PIECE + 1))  # staging refuses it as "over", as it would the original
+    elif got.refused == LINK:
+        try:
+            os.symlink(os.readlink(src), dest)
+        except OSError:  # Windows makes a link only with a right (Developer Mode) a student may lack
+            dest.mkdir()  # refused as not a regular file, then
     else:
         dest.mkdir()
 

@@ -25,6 +25,7 @@ from grader.judge.sources import lab_sources
 from grader.judge.remote import RemoteSeq2Seq, PieceWorker, CaseHandle
 from grader.judge.workers import worker_server
 from grader.judge.sources import relative_imports
+from grader.core.files import MAX_PIECE, TOO_BIG, read_untrusted, untrusted_text
 from grader.core.pieces import PIECES, run_order
 
 # the modules the plots' models are built from (the registry's `plots`), in dependency order; evaluation.py is never
@@ -56,12 +57,15 @@ def _files(submission: Path, forced: dict[str, str]) -> tuple[dict[str, str], li
     for stem in LOADED:
         path = submission / f"{stem}.py"
         why = forced.get(stem)
-        if why is None and (not path.is_file() or path.is_symlink()):
-            why = f"{path.name} is missing"
         if why is None:
-            texts[stem] = path.read_text(encoding="utf-8", errors="replace")
-            own.append(stem)
-            continue
+            got = read_untrusted(path, MAX_PIECE)
+            text = untrusted_text(got)
+            if text is not None:
+                texts[stem] = text
+                own.append(stem)
+                continue
+            # a link, a folder or a FIFO is no file of theirs to train, as staging refuses it for grading
+            why = f"{path.name} is over {MAX_PIECE // 1024} KB" if got.refused == TOO_BIG else f"{path.name} is missing"
         if reference is None:  # a student release without the seal key holds no reference to stand in
             raise PlotError(f"{why}, and this checkout has no reference to stand in for it; write it first "
                             "(`grade` shows which pieces pass)")
@@ -96,8 +100,11 @@ def _fail(e: BaseException, what: str, timeout: float) -> PlotError:
 
 def _progress(name: str, step: int, total: int, start: float) -> None:
     seconds = time.perf_counter() - start
-    left = (total - step) * seconds / max(step, 1)  # at the rate so far; the early stop may end it sooner
-    print(f"plots: {name} step {step}/{total}  {seconds:.0f} s, at most {left:.0f} s left", file=sys.stderr, flush=True)
+    # an estimate, never a bound: this run's own time per step so far, which a machine that gets busier slows
+    # (a bound that held at load 10 would be many times this); the early stop may end it sooner
+    left = (total - step) * seconds / max(step, 1)
+    print(f"plots: {name} step {step}/{total}  {seconds:.0f} s, about {left:.0f} s of training left at this "
+          "machine's speed so far (an estimate)", file=sys.stderr, flush=True)
 
 
 def _train_and_read(sub: CaseHandle, model, name: str, cfg: train.TrainConfig, sentence: tuple) -> Trained:

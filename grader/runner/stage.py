@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import json
-import os
-import stat
 from pathlib import Path
 
+from grader.core.files import LINK, MAX_PIECE, MISSING, NOT_REGULAR, TOO_BIG, read_untrusted
 from grader.core.pieces import MODULES
 
 
-MAX_FILE = 1 << 20  # bytes: a piece is a few kilobytes of Python
+MAX_FILE = MAX_PIECE  # bytes: a piece is a few kilobytes of Python
 REFUSED = "REFUSED.json"  # in a staged folder: {piece file: why it was not copied}
 
 
@@ -24,23 +23,22 @@ def stage(submission: Path, into: Path) -> Path:
     refused = {}
     for m in MODULES:
         name = f"{m}.py"
-        try:
-            fd = os.open(submission / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except FileNotFoundError:
-            continue
-        except OSError:
-            refused[name] = f"{name} is a symbolic link; the grader reads only regular files: put the file itself there"
-            continue
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a folder, a FIFO or a device
-            os.close(fd)
-            refused[name] = f"{name} is not a regular file; the grader reads only regular files: put the file itself there"
-            continue
-        with os.fdopen(fd, "rb") as f:
-            data = f.read(MAX_FILE + 1)
-        if len(data) > MAX_FILE:
-            refused[name] = f"{name} is over {MAX_FILE // 1024} KB; a piece is a few kilobytes of Python"
-            continue
-        (dest / name).write_bytes(data)
+        got = read_untrusted(submission / name, MAX_FILE)
+        if got.data is not None:
+            (dest / name).write_bytes(got.data)
+        elif got.refused != MISSING:
+            refused[name] = _why(name, got.refused, got.error)
     if refused:
         (dest / REFUSED).write_text(json.dumps(refused))
     return dest
+
+
+def _why(name: str, refused: str, error: str) -> str:
+    """The reason a piece's cases give for a file that was not copied."""
+    if refused == LINK:
+        return f"{name} is a symbolic link; the grader reads only regular files: put the file itself there"
+    if refused == NOT_REGULAR:  # a folder, a FIFO or a device
+        return f"{name} is not a regular file; the grader reads only regular files: put the file itself there"
+    if refused == TOO_BIG:
+        return f"{name} is over {MAX_FILE // 1024} KB; a piece is a few kilobytes of Python"
+    return f"{name} cannot be read ({error}); the grader reads only files it may read: put a readable file there"

@@ -9,6 +9,7 @@ import secrets
 import select
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -60,6 +61,8 @@ class WorkerServer:
 
     def ask(self, req: dict, fds: list[int] = (), timeout: float = 120.0) -> dict:
         req = {**req, "id": next(self.ids)}
+        if sys.platform == "win32":  # worker_server() starts a fork server only where host.FORK_SERVERS (Linux)
+            raise WorkerLost("no workers' fork server on Windows", kind=Lost.SERVER)
         try:
             socket.send_fds(self.sock, [(json.dumps(req) + "\n").encode()], list(fds))
         except OSError as e:

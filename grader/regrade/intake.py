@@ -224,7 +224,7 @@ def _child(kind: str, src: Path, into: Path) -> dict:
 
 def main(argv: list[str]) -> None:
     kind, src, into, memory = argv
-    if int(memory) and resource is not None:
+    if sys.platform != "win32" and int(memory) and resource is not None:  # Windows has no `resource`
         resource.setrlimit(resource.RLIMIT_AS, (int(memory), int(memory)))
         resource.setrlimit(resource.RLIMIT_CPU, (SECONDS, SECONDS))
     answer = _child(kind, Path(src), Path(into))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -90,7 +91,8 @@ def drop_page_cache() -> str:
     (an earlier batch, `grade --plots`) left bits in it for this batch's; says which it was."""
     try:
         with open("/proc/sys/vm/drop_caches", "w") as f:  # opened first: no machine-wide sync where it cannot drop
-            os.sync()  # dirty pages are written back first, so the drop leaves none behind
+            if sys.platform != "win32":  # always, past that open (no /proc there); os.sync is POSIX's
+                os.sync()  # dirty pages are written back first, so the drop leaves none behind
             f.write("1\n")
         return "page cache dropped: nothing an earlier run left in it reaches this batch"
     except OSError as e:

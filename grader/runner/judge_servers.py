@@ -8,6 +8,7 @@ import select
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -111,6 +112,8 @@ class JudgeServer:
         done = self._line(time.monotonic() + limits.piece_timeout)
         if done is not None:
             return done["status"], "ok"
+        if sys.platform == "win32":  # a judges' fork server runs only where host.FORK_SERVERS (Linux)
+            raise host.StartError("no judges' fork server on Windows")
         try:
             os.killpg(pid, 9)  # SIGKILL: the judge's whole group
         except ProcessLookupError:
@@ -174,6 +177,8 @@ class Twin(JudgeServer):
 
     def kill(self) -> None:
         self.stopped = True
+        if sys.platform == "win32":  # a judges' fork server runs only where host.FORK_SERVERS (Linux)
+            raise host.StartError("no judges' fork server on Windows")
         try:
             os.kill(self.pid, signal.SIGKILL)  # its judge dies with it; its workers' server at its socket's end
         except OSError:

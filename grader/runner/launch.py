@@ -35,6 +35,8 @@ OUTPUT_LIMIT = 4000  # characters of a piece's stdout/stderr kept for the report
 
 
 def limit_child(memory_gb: float) -> None:
+    if sys.platform == "win32":  # no preexec_fn there (popen_limits); the fork servers' judges are Linux's
+        return
     os.setsid()  # its own process group, so a timeout can kill whatever it spawned
     cap = int(memory_gb * 2**30)
     try:
@@ -45,7 +47,7 @@ def limit_child(memory_gb: float) -> None:
 
 def popen_limits(memory_gb: float) -> dict:
     """Popen arguments that cap a child and give it its own process group where the OS has both (POSIX)."""
-    if host.resource is None or not hasattr(os, "setsid"):
+    if sys.platform == "win32" or host.resource is None or not hasattr(os, "setsid"):
         return {}
     return {"preexec_fn": lambda: limit_child(memory_gb)}
 

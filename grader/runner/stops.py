@@ -120,6 +120,8 @@ def descendants(root: int) -> list[int]:
 
 def _subreaper() -> None:
     """Orphans of the processes killed next become this process's children (Linux), so the next scan sees them."""
+    if sys.platform != "linux":  # prctl is Linux's
+        return
     try:
         import ctypes
 
@@ -128,22 +130,37 @@ def _subreaper() -> None:
         pass
 
 
+def _own_group() -> int | None:
+    """This process's group, which `_kill` spares; None where the OS has no process groups (Windows)."""
+    if sys.platform != "win32" and hasattr(os, "getpgid"):  # hasattr too: the no-fork stand-in takes it away
+        return os.getpgid(0)
+    return None
+
+
+def _kill(pid: int, own_group: int | None) -> None:
+    """End `pid` at once, and the process group it leads where there are groups (a judge or worker leads its own)."""
+    if sys.platform != "win32" and hasattr(os, "killpg"):
+        if os.getpgid(pid) == pid != own_group:
+            os.killpg(pid, signal.SIGKILL)
+        os.kill(pid, signal.SIGKILL)
+    else:
+        os.kill(pid, signal.SIGTERM)  # Windows has no SIGKILL: os.kill calls TerminateProcess whatever the signal
+
+
 def end_tree(root: int | None = None, patience: float = 5.0) -> int:
     """SIGKILL every process below `root` (this one), their process groups too (a judge or worker leads its own),
     scanning again until none is left or `patience` seconds pass; returns how many were killed."""
     root = os.getpid() if root is None else root
     if root == os.getpid():
         _subreaper()
-    own_group, killed, end = os.getpgid(0), set(), time.monotonic() + patience
+    own_group, killed, end = _own_group(), set(), time.monotonic() + patience
     while time.monotonic() < end:
         alive = descendants(root)
         if not alive:
             break
         for pid in alive:
             try:
-                if hasattr(os, "killpg") and os.getpgid(pid) == pid != own_group:
-                    os.killpg(pid, signal.SIGKILL)
-                os.kill(pid, signal.SIGKILL)
+                _kill(pid, own_group)
                 killed.add(pid)
             except OSError:
                 pass  # gone already

@@ -78,6 +78,8 @@ def _unshare(flag: int) -> bool:
 
 def _drop_capabilities() -> bool:
     """Empty the bounding, effective, permitted and inheritable capability sets of this process."""
+    if sys.platform != "linux":  # capabilities and these calls' numbers are Linux's (apply() asks only there)
+        return False
     import ctypes
 
     try:
@@ -95,6 +97,8 @@ def _drop_capabilities() -> bool:
 
 
 def _close_all_but(keep: tuple[int, ...]) -> None:
+    if sys.platform == "win32":  # no `resource` there: apply() sweeps nothing
+        return
     top = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     top = 65536 if top == resource.RLIM_INFINITY else min(top, 65536)
     low = 3
@@ -115,6 +119,8 @@ def gpu_devices() -> list[str]:
 
 
 def _rlimits(limits: JailLimits) -> None:
+    if sys.platform == "win32":  # no `resource` there: apply() says "resource limits" are missing instead
+        return
     cap = int(limits.memory_gb * 2**30)
     # CUDA reserves far more address space than it touches: with a GPU the cap is on data, not address space
     space = resource.RLIMIT_DATA if gpu_devices() else resource.RLIMIT_AS

@@ -129,6 +129,8 @@ def die_with_parent(parent: int, sig: int | None = None) -> None:
 
 def _stopped(signum: int, frame) -> None:
     """SIGTERM or SIGINT (the run stopping, or its parent dead): end every worker (each leads its group), then this."""
+    if sys.platform == "win32":  # the fork server runs only where host.FORK_SERVERS (Linux); serve_one elsewhere
+        raise OSError("no fork on Windows")
     for pid in list(LIVE):
         try:
             os.killpg(pid, signal.SIGKILL)
@@ -138,6 +140,8 @@ def _stopped(signum: int, frame) -> None:
 
 
 def _spawn(req: dict, fds: list[int], readable: list[str]) -> int:
+    if sys.platform == "win32":  # the fork server runs only where host.FORK_SERVERS (Linux); serve_one elsewhere
+        raise OSError("no fork on Windows")
     chan, outw = fds
     server = os.getpid()
     pid = os.fork()
@@ -188,6 +192,8 @@ def serve(control: int, parent: int | None = None, trains: bool = True) -> None:
 
 def _twin(fd: int, trains: bool, old: socket.socket, readable: list[str]) -> int:
     """Fork a copy of this server that serves `fd` (in the parent: its pid); it dies with this one."""
+    if sys.platform == "win32":  # the fork server runs only where host.FORK_SERVERS (Linux); serve_one elsewhere
+        raise OSError("no fork on Windows")
     server = os.getpid()
     pid = os.fork()
     if pid:
@@ -205,6 +211,8 @@ def _twin(fd: int, trains: bool, old: socket.socket, readable: list[str]) -> int
 
 
 def _loop(sock: socket.socket, readable: list[str]) -> None:
+    if sys.platform == "win32":  # the fork server runs only where host.FORK_SERVERS (Linux); serve_one elsewhere
+        raise OSError("no fork on Windows")
     live = LIVE
     buf = b""
     while True:
@@ -250,6 +258,8 @@ def _loop(sock: socket.socket, readable: list[str]) -> None:
 
 def _wait(pid: int, grace: float) -> int | None:
     """The worker's exit status, killing it once `grace` seconds pass; None if it is not ours."""
+    if sys.platform == "win32":  # the fork server runs only where host.FORK_SERVERS (Linux); serve_one elsewhere
+        raise OSError("no fork on Windows")
     from grader.worker.cgroups import leave as leave_cgroups
 
     end = time.monotonic() + grace

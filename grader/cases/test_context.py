@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import io
 import time
+from typing import NamedTuple
 
 import pytest
 import torch
 
 from grader.judge import verdicts
 from grader.judge.workers import RemoteError, WorkerLost
-from grader.worker import wire
+from grader.worker import chain, wire
 from . import util
 
 pytestmark = pytest.mark.piece("context")
@@ -63,45 +64,66 @@ def right_at_the_usual_sizes(sub) -> None:
 
 
 # The no-loop case is decided from behaviour, measured here in the judge (a count or a timing the worker reported
-# could be forged), and symmetrically: a loop over the sentences loses as a loop over the positions does. Calls of
-# attention_context (gradients on, as in training) on two shapes drawn from the case's hidden seed, a few long sentences
-# (a loop over the positions pays there) and many short ones (a loop over the sentences pays there), are each timed on
-# the judge's clock between two calls of the batched product itself (torch.bmm, the worker's own trusted command, on
-# other inputs of the same shape, so that no answer of its can be kept and given back as the student's): the wire, the machine's load and its speed are in both, so the margin is a ratio, not milliseconds. A
-# batched product in any spelling costs about what bmm costs at both shapes; a loop over the positions or the sentences,
-# however it is spelled (for, while, map or reduce, a comprehension, recursion, in torch, numpy or on Python floats),
-# pays many times bmm's time at one of them. Code that slows the worker's own bmm to widen its margin gains at most
-# BOUND times the judge's own time for the same bytes and product. Every timed call has fresh inputs (an answer kept
-# from an earlier call cannot be timed) and its value is checked.
-PAIRS, ROUNDS = 3, 4  # calls at each shape per round; rounds at most, while a measurement is borderline
-# The limits, on (the student's time - PER_CALL) / bmm's time, each the minimum over the calls so far at one shape, as
+# could be forged), and symmetrically: a loop over the sentences loses as a loop over the positions does. What is
+# measured is the CPU time the kernel accounts to the worker (grader.judge.cpuclock), which a busy machine does not
+# change as it changes the wall clock. Three probes, drawn from the case's hidden seed, gradients on as in training:
+# a few long sentences (a loop over the positions pays there), many short ones (a loop over the sentences pays
+# there), and a chain of calls at a square shape, both sides a few hundred long, each call's input drawn from the
+# answer before it (grader.worker.chain): a loop over either side, the shorter one included, pays there at every
+# step, and no step can be worked out before the one before it. Each probe is measured between two runs of the
+# same work by the batched product itself (torch.bmm, the worker's own trusted command, on other inputs of the same
+# shape, so that no answer of its can be kept and given back as the student's): a batched product in any spelling
+# costs about what bmm costs; a loop, however it is spelled (for, while, map or reduce, a comprehension, recursion,
+# in torch, TorchScript, vmap, numpy or on Python floats), pays many times bmm's time at one of them. Code that
+# slows the worker's own bmm to widen its margin gains at most BOUND times the judge's own CPU time for the same
+# bytes and products. Every timed call has fresh inputs and its value is checked.
+PAIRS, ROUNDS = 3, 4  # calls at each probe per round; rounds at most, while a measurement is borderline
+# The limits, on (the student's time - PER_CALL) / bmm's time, each the minimum over the calls so far at one probe, as
 # (below: passes, above: fails, in between: measured again, and after the last round the middle decides).
 # tests/redteam/test_loops.py has what they were chosen from.
 RATIO = (2.0, 3.0, 8.0)
-PER_CALL = 0.002  # seconds of any call's own cost (code that prints, say) not counted against it
-BOUND = 4  # bmm's time counts for at most this many times the judge's own (here_time), whatever the worker does
+PER_CALL = 0.0005  # CPU seconds of any call's own cost (code that prints, say) not counted against it
+BOUND = {"single": 4.0, "chain": 1.0}  # bmm's time counts for at most this many times the judge's own (here_time)
 EARLY = 1.5  # below this after any pair of calls (and bmm under its bound), a round ends at once: it passes
 CALL_LIMIT = 2.5  # seconds one timed call may take before it is stopped (a torch loop takes about 1 s)
+STEPS = 48  # calls in the chain
 FIX = "Weight and sum every position of every sentence at once, with one batched product (torch.bmm)."
 LOOPS = "runs a Python loop over the sentences or the positions"
 IN_THE_GRAPH = ("The context must be one differentiable torch computation of alpha and encoder_outputs (no .detach(), "
                 ".item(), .tolist(), .numpy() or tensors rebuilt from values): the decoder trains through it.")
 
 
-def probe_shapes(seed: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-    """(B, T_src, H) of the few long sentences and of the many short ones, drawn from the case's hidden seed."""
+class Probe(tuple):
+    """(B, T_src, H) of one timed probe, and whether it is a chain of STEPS calls or one call."""
+
+    chain: bool
+
+    def __new__(cls, B: int, T: int, H: int, chain: bool = False) -> Probe:
+        probe = super().__new__(cls, (B, T, H))
+        probe.chain = chain
+        return probe
+
+    @property
+    def kind(self) -> str:
+        return "chain" if self.chain else "single"
+
+
+def probe_shapes(seed: int) -> tuple[Probe, Probe, Probe]:
+    """The few long sentences, the many short ones and the chain's square shape, drawn from the case's hidden seed."""
     g = torch.Generator().manual_seed(seed)
 
     def draw(low: int, high: int) -> int:
         return int(torch.randint(low, high + 1, (1,), generator=g))
 
     H = draw(2, 4)
-    return (draw(2, 4), draw(48_000, 80_000), H), (draw(24_000, 40_000), draw(4, 8), H)
+    long, short = Probe(draw(2, 4), draw(48_000, 80_000), H), Probe(draw(24_000, 40_000), draw(4, 8), H)
+    return long, short, Probe(draw(192, 256), draw(192, 256), 1, chain=True)
 
 
 def sentences(shape: tuple[int, int, int]) -> str:
     B, T, _ = shape
-    return f"{B} sentence{'s' if B > 1 else ''} of {T} position{'s' if T > 1 else ''}"
+    said = f"{B} sentence{'s' if B > 1 else ''} of {T} position{'s' if T > 1 else ''}"
+    return said + (f", in {STEPS} calls one after another" if getattr(shape, "chain", False) else "")
 
 
 def input_grads(sub, alpha, enc):
@@ -157,45 +179,68 @@ def check_calls(sub, H: int) -> None:
                   f"{' and '.join(sides)}, which one batched product's does not. {FIX}")
 
 
-def here_time(alpha, enc) -> float:
-    """The seconds the judge itself takes for the work of the worker's bmm command on these inputs (the request
-    written and read as the wire does, the product, its answer written and read back), all but the two processes
-    waking: a bound on the worker's time that code slowing the worker's own bmm cannot move."""
-    start = time.perf_counter()
+class Timing(NamedTuple):
+    """One timed call at one probe, in CPU seconds: the worker's for the student's call (or chain), the least of its
+    own bmm's just before and just after, the judge's for the same request (here_time), and for the products alone."""
+
+    spent: float
+    bmm: float
+    here: float
+    products: float
+
+
+def here_time(probe: Probe, alpha, enc) -> tuple[float, float]:
+    """The CPU seconds the judge itself takes for the work of the worker's bmm command on these inputs (the request
+    written and read as the wire does, the products, the answers written and read back): a bound on the worker's
+    time that code slowing the worker's own bmm cannot move; and for the products alone."""
+    start = time.process_time()
     frame = io.BytesIO()
     torch.save(wire.encode([alpha, enc]), frame)
     a, e = wire.decode(torch.load(io.BytesIO(frame.getvalue()), weights_only=False))
+    outs = chain.run(_bmm, a, e, STEPS, 0) if probe.chain else _bmm(a, e)
     answer = io.BytesIO()
-    torch.save(wire.encode(torch.bmm(a.unsqueeze(1), e).squeeze(1)), answer)
+    torch.save(wire.encode(outs), answer)
     torch.load(io.BytesIO(answer.getvalue()), weights_only=True)
-    return time.perf_counter() - start
+    whole = time.process_time() - start
+    start = time.process_time()
+    for _ in range(STEPS if probe.chain else 1):
+        _bmm(a, e)
+    return whole, time.process_time() - start
 
 
-def bmm_time(sub, alpha, enc) -> float:
-    """The seconds, on the judge's clock, of the worker's own batched product on these inputs (same wire both ways)."""
-    start = time.perf_counter()
+def _bmm(alpha, enc):
+    return torch.bmm(alpha.unsqueeze(1), enc).squeeze(1)
+
+
+def request(probe: Probe, target: str) -> dict:
+    """The worker command that runs `target` ("bmm" or the student's function) on one probe's inputs."""
+    if probe.chain:
+        return {"cmd": "chain", "target": target, "method": None, "steps": STEPS, "seed": 0}
+    return {"cmd": "bmm"} if target == "bmm" else {"cmd": "call", "target": target, "method": None}
+
+
+def bmm_time(sub, probe: Probe, alpha, enc) -> float:
+    """The worker's CPU seconds for its own batched product on these inputs (same wire both ways)."""
     try:
-        sub.run({"cmd": "bmm"}, (alpha, enc))
+        return sub.clocked(request(probe, "bmm"), (alpha, enc))[1]
     except RemoteError as e:  # only code that broke torch in its own worker gets here
         raise verdicts.student_failure(e, "the batched product beside attention_context") from None
-    return time.perf_counter() - start
 
 
-def timed(sub, ref, shape: tuple[int, int, int]) -> tuple[float, float, float]:
-    """(the seconds of one call of attention_context, the least of the worker's bmm just before and just after (each on
-    inputs of its own), the judge's own here_time), on the judge's clock, on fresh inputs of `shape` (an answer kept
-    from an earlier call cannot be timed) whose value must be the reference's."""
-    alpha, enc = inputs(*shape)
-    what = f" for {sentences(shape)}"
+def timed(sub, ref, probe: Probe) -> Timing:
+    """One call of attention_context (or one chain of them) timed on fresh inputs of `probe` (an answer kept from an
+    earlier call cannot be timed) between two of the worker's bmm, each on inputs of its own; every answer checked."""
+    seed = int(torch.randint(0, 2**31, (1,)))
+    alpha, enc = inputs(*probe)
+    what = f" for {sentences(probe)}"
     # bmm runs in the student's process: on the timed call's own inputs, its answer could be kept and returned as theirs
-    before = bmm_time(sub, *inputs(*shape))
+    before = bmm_time(sub, probe, *inputs(*probe))
     saved = sub.deadline
     ours = time.monotonic() + CALL_LIMIT < saved  # else the case's own deadline comes first, and its timeout says so
     sub.deadline = min(saved, time.monotonic() + CALL_LIMIT)
+    limit = sub.deadline
     try:
-        start = time.perf_counter()
-        got = sub.fn("attention_context")(alpha, enc)
-        spent = time.perf_counter() - start
+        got, spent = sub.clocked({**request(probe, "@attention_context"), "seed": seed}, (alpha, enc))
     except WorkerLost as e:
         if not (e.timed_out and ours):
             raise
@@ -206,21 +251,47 @@ def timed(sub, ref, shape: tuple[int, int, int]) -> tuple[float, float, float]:
                           f"too). {FIX}")
         raise verdicts.student_failure(e, f"attention_context{what}") from None
     finally:
-        sub.deadline = saved
-    after = bmm_time(sub, *inputs(*shape))
-    here = here_time(alpha, enc)
-    got, want = verdicts.tensor(got, f"the context{what}"), ref.context.attention_context(alpha, enc)
-    if got.numel() == want.numel():  # a size-1 dimension squeezed away: the edge-size case charges that
-        got = got.reshape(want.shape)
-    util.close(got, want, f"the context{what}", "It is right at the usual sizes: compute the same thing at every size.")
-    return spent, min(before, after), here
+        sub.deadline = saved + (sub.deadline - limit)  # what the machine's load gave back stays given
+    after = bmm_time(sub, probe, *inputs(*probe))
+    check_answers(ref, probe, alpha, enc, got, seed, what)
+    return Timing(spent, min(before, after), *here_time(probe, alpha, enc))
 
 
-def early_pass(times: list[float], bmms: list[float], heres: list[float]) -> bool:
-    """Clearly batched after the calls so far: more calls could only confirm it. Honest code measures 0.5 to 1.2
-    after one call; a loop measures over 3 even against a bmm slowed to its bound (docs/threat-model.md), and an
-    early pass needs the worker's bmm under that bound, so only a pass ends a round early, never a fail."""
-    return min(bmms) < BOUND * min(heres) and ratio(min(times), min(bmms), min(heres)) < EARLY
+def check_answers(ref, probe: Probe, alpha, enc, got, seed: int, what: str) -> None:
+    """Each answer the reference's: a chain's on the permutation its previous answer, as the worker sent it, gives."""
+    if probe.chain and (not isinstance(got, list) or len(got) != STEPS):
+        verdicts.fail("the grader could not read the answers of the chained calls: something in the worker changed them.")
+    previous = b""
+    for raw in got if probe.chain else [got]:
+        a = alpha.index_select(1, chain.permutation(previous, probe[1], seed)) if probe.chain else alpha
+        out, want = verdicts.tensor(raw, f"the context{what}"), ref.context.attention_context(a, enc)
+        if out.numel() == want.numel():  # a size-1 dimension squeezed away: the edge-size case charges that
+            out = out.reshape(want.shape)
+        util.close(out, want, f"the context{what}", "It is right at the usual sizes: compute the same thing at every size.")
+        previous = chain.answer_bytes(raw)
+
+
+def least(timings: list[Timing]) -> Timing:
+    """Each column's least over the calls so far: what the machine added to a call is never less than nothing."""
+    return Timing(*(min(column) for column in zip(*timings)))
+
+
+def ratio(probe: Probe, t: Timing) -> float:
+    """The student's time as a multiple of the batched product's, bmm's counted at most BOUND times the judge's own.
+
+    One call: the whole request's, less PER_CALL. A chain: the student's time beyond the whole bmm chain's, over the
+    products alone (the judge's), plus one, so the chain's own work (the wire, the permutations), which a fast
+    answer shares with a loop, does not hide a loop's cost."""
+    bmm = min(t.bmm, BOUND[probe.kind] * t.here)
+    if probe.chain:
+        return max(t.spent - PER_CALL - bmm, 0.0) / t.products + 1.0
+    return max(t.spent - PER_CALL, 0.0) / bmm
+
+
+def early_pass(probe: Probe, t: Timing) -> bool:
+    """Clearly batched after the calls so far: more calls could only confirm it. Only a pass ends a round early, never
+    a fail, and an early pass needs the worker's bmm under its bound (docs/threat-model.md)."""
+    return t.bmm < BOUND[probe.kind] * t.here and ratio(probe, t) < EARLY
 
 
 def decided(value: float, limits: tuple[float, float, float], last: bool) -> bool | None:
@@ -232,11 +303,6 @@ def decided(value: float, limits: tuple[float, float, float], last: bool) -> boo
     return value <= middle if last else None
 
 
-def ratio(spent: float, bmm: float, here: float) -> float:
-    """The student's time, less a call's own cost, as a multiple of the batched product's (bounded by the judge's)."""
-    return max(spent - PER_CALL, 0.0) / min(bmm, BOUND * here)
-
-
 @pytest.mark.points(2)
 def test_it_runs_no_python_loop_over_positions(sub, ref):
     s = util.MAIN
@@ -246,24 +312,19 @@ def test_it_runs_no_python_loop_over_positions(sub, ref):
         util.close(got, (alpha[..., None] * enc).sum(1), "context", util.see(WEIGHTED_SUM))
     check_gradients(sub, ref)  # one differentiable function of both inputs, as the reference is
     check_calls(sub, s.H)
-    shapes = probe_shapes(sub.seed)
-    times: dict[tuple, list[float]] = {shape: [] for shape in shapes}
-    bmms: dict[tuple, list[float]] = {shape: [] for shape in shapes}
-    heres: dict[tuple, list[float]] = {shape: [] for shape in shapes}
+    probes = probe_shapes(sub.seed)
+    seen: dict[Probe, list[Timing]] = {probe: [] for probe in probes}
     for round_ in range(1, ROUNDS + 1):
-        for _ in range(PAIRS):  # interleaved: every shape sees the same load on the machine
-            for shape in shapes:
-                spent, bmm, here = timed(sub, ref, shape)
-                times[shape].append(spent)
-                bmms[shape].append(bmm)
-                heres[shape].append(here)
-            if all(early_pass(times[s], bmms[s], heres[s]) for s in shapes):
+        for _ in range(PAIRS):  # interleaved: every probe sees the same load on the machine
+            for probe in probes:
+                seen[probe].append(timed(sub, ref, probe))
+            if all(early_pass(p, least(seen[p])) for p in probes):
                 return
-        ratios = {shape: ratio(min(times[shape]), min(bmms[shape]), min(heres[shape])) for shape in shapes}
-        verdict = {shape: decided(ratios[shape], RATIO, round_ == ROUNDS) for shape in shapes}
-        for shape, passed in verdict.items():
+        ratios = {p: ratio(p, least(seen[p])) for p in probes}
+        verdict = {p: decided(ratios[p], RATIO, round_ == ROUNDS) for p in probes}
+        for p, passed in verdict.items():
             if passed is False:
-                verdicts.fail(f"attention_context {LOOPS}: for {sentences(shape)} it takes {ratios[shape]:.0f} "
+                verdicts.fail(f"attention_context {LOOPS}: for {sentences(p)} it takes {ratios[p]:.0f} "
                               f"times as long as one batched product. {FIX}")
         if all(verdict.values()):
             return

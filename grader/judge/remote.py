@@ -15,9 +15,10 @@ from typing import Callable
 
 import torch
 
+from grader.judge import cpuclock
 from grader.judge.errors import LoadError, Lost, RemoteError, WorkerLost, import_message
 from grader.judge.servers import SpawnedWorkers, WorkerServer
-from grader.judge.workers import Output, Worker
+from grader.judge.workers import STRETCH_CAP, Output, Worker
 from grader.worker import wire
 
 
@@ -125,6 +126,7 @@ class CaseHandle:
 
     def __init__(self, slot: PieceWorker, seed: int, deadline: float) -> None:
         self.slot, self.seed, self.deadline = slot, seed, deadline
+        self.stretched, self.judge_waited = 0.0, cpuclock.waited("self")
         self.started = False
         self.names = itertools.count()
         self.callbacks: Callable | None = None
@@ -149,7 +151,28 @@ class CaseHandle:
     def run(self, req: dict, args: tuple = (), kwargs: dict | None = None) -> object:
         if args or kwargs:
             req = {**req, "args": wire.encode(list(args)), "kwargs": wire.encode(dict(kwargs or {}))}
-        return self._worker().request(req, self.deadline, self.callbacks)
+        worker = self._worker()
+        try:
+            return worker.request(req, self.deadline, self.callbacks, stretch=STRETCH_CAP - self.stretched)
+        finally:
+            self._give_back(worker.stretched)
+
+    def _give_back(self, worker_waited: float) -> None:
+        """The case's deadline moved by what the machine took from the worker in the last request and from the judge
+        since the case began (each thread's wait for a CPU), up to STRETCH_CAP in all: load never times a case out."""
+        judge_waited = cpuclock.waited("self") - self.judge_waited
+        self.judge_waited += judge_waited
+        grant = min(worker_waited + judge_waited, STRETCH_CAP - self.stretched)
+        self.stretched += grant
+        self.deadline += grant
+
+    def clocked(self, req: dict, args: tuple = ()) -> tuple[object, float]:
+        """A request's value and the CPU seconds its worker spent on it, as the kernel accounts them (not as the
+        worker says: grader.judge.cpuclock)."""
+        worker = self._worker()
+        before = worker.clock()
+        value = self.run(req, args)
+        return value, cpuclock.spent(before, worker.clock())
 
     def new(self, cls: str, *args, **kwargs) -> Handle:
         name = f"m{next(self.names)}"

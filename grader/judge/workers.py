@@ -12,6 +12,7 @@ import time
 from collections import deque
 from typing import Callable
 
+from grader.judge import cpuclock
 from grader.judge.errors import LoadError, Lost, RemoteError, WorkerLost, describe_exit, import_message
 from grader.judge.servers import SpawnedWorkers, WorkerServer, worker_server
 from grader.worker import wire
@@ -21,6 +22,9 @@ __all__ = ["LoadError", "Lost", "Output", "RemoteError", "SpawnedWorkers", "Work
 
 MAX_CALLBACKS = 20000  # questions one call may ask the judge's model (a greedy decode asks one per step)
 OUTPUT_TAIL = 64 * 1024  # bytes of a piece's prints kept for the report
+# seconds a deadline may be stretched by what a busy machine took from the worker (its threads' wait for a CPU):
+# well inside pytest-timeout's backstop (THREAD_BACKSTOP) behind each case, so a hung worker still ends the case
+STRETCH_CAP = 30.0
 
 
 class Output:
@@ -59,6 +63,7 @@ class Worker:
         self.dead = False
         self.busy = False
         self.jail: list[str] | None = None
+        self.stretched = 0.0  # seconds the last request's deadline was stretched by (see `request`)
 
     def _pump(self, fd: int, wait: float | None) -> None:
         """Wait for the channel, draining the worker's prints meanwhile so a chatty worker never blocks."""
@@ -72,7 +77,11 @@ class Worker:
                 os.close(self.out)
                 self.out = None
 
-    def recv(self, deadline: float) -> object:
+    def clock(self) -> cpuclock.Reading:
+        """What the kernel has accounted to this worker so far (grader.judge.cpuclock)."""
+        return cpuclock.read(self.pid)
+
+    def recv(self, deadline: float | Callable[[], float]) -> object:
         try:
             return wire.recv(self.fd, deadline, on_idle=self._pump)
         except wire.Deadline:
@@ -90,8 +99,10 @@ class Worker:
             self.jail = [str(x) for x in msg.get("jail", [])] if isinstance(msg, dict) else ["unknown"]
         return self.jail
 
-    def request(self, req: dict, deadline: float, callbacks: Callable[[str, list, dict], object] | None = None) -> object:
-        """Send one command and return its decoded value; callbacks answer the questions a remote model asks."""
+    def request(self, req: dict, deadline: float, callbacks: Callable[[str, list, dict], object] | None = None,
+                stretch: float = STRETCH_CAP) -> object:
+        """Send one command and return its decoded value; callbacks answer the questions a remote model asks. The
+        deadline moves by up to `stretch` seconds: what the machine kept the worker waiting for a CPU."""
         if self.dead:
             raise WorkerLost("is gone", Lost.GONE)
         self.hello(deadline)
@@ -101,8 +112,17 @@ class Worker:
             raise WorkerLost(*self._end()) from None
         self.busy = True  # until its answer is in: a judge stopped meanwhile kills the worker, no grace
         asked = 0
+        # what the machine takes from the worker while it works is given back: honest code on a busy machine is not
+        # timed out, and a loop that never ends still is, once it has had its own time on a CPU
+        waited = cpuclock.waited(self.pid)
+        self.stretched = 0.0
+
+        def stretched() -> float:
+            self.stretched = min(stretch, max(0.0, cpuclock.waited(self.pid) - waited))
+            return deadline + self.stretched
+
         while True:
-            reply = self.recv(deadline)
+            reply = self.recv(stretched)
             if not isinstance(reply, dict):
                 self.kill()
                 raise WorkerLost("sent an answer that is not a record", Lost.MALFORMED)

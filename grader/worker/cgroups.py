@@ -21,6 +21,11 @@ def _group(root: str, pid: int) -> str:
     return os.path.join(root, "attnlab", f"w{pid}")
 
 
+# cgroup v1's CPU accounting: the judge reads the worker's CPU time from it (grader.judge.cpuclock), exited threads
+# included; not a layer of the jail (v2's CPU quota group above already counts it, in its cpu.stat)
+ACCOUNTING = ("/sys/fs/cgroup/cpuacct", {"cpuacct.usage": "0"}, "cpuacct")
+
+
 def enter(limit: int) -> list[str]:
     """Move this worker into cgroups of its own: at most `limit` tasks, threads included (a thread bomb fails
     here, not in the machine's process table; RLIMIT_NPROC binds no uid 0), and one CPU (a worker's threads
@@ -29,6 +34,7 @@ def enter(limit: int) -> list[str]:
     for layer, choices in _cgroups(limit).items():
         if not any(_enter(root, files, controller) for root, files, controller in choices):
             missing.append(layer)
+    _enter(*ACCOUNTING)
     return missing
 
 
@@ -84,4 +90,4 @@ def sweep(older_than: float = 60.0) -> None:
 
 
 def roots() -> set[str]:
-    return {root for choices in _cgroups(0).values() for root, _, _ in choices}
+    return {root for choices in _cgroups(0).values() for root, _, _ in choices} | {ACCOUNTING[0]}

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from grader.worker import seeding, standin_cuda, wire
+from grader.worker import chain, seeding, standin_cuda, wire
 
 SUB_PKG = "attnlab_submission"
 PAIRS: list | None = None  # the training split, read by the server before any worker is jailed
@@ -31,6 +31,11 @@ class _Calls(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         self.n += 1
         return func(*args, **(kwargs or {}))
+
+
+def _bmm_context(alpha: torch.Tensor, enc: torch.Tensor) -> torch.Tensor:
+    """The batched product with the functions taken before any student code loaded."""
+    return _SQUEEZE(_BMM(_UNSQUEEZE(alpha, 1), enc), 1)
 
 
 def read_pairs(text: str) -> list[tuple[list[str], list[str]]]:
@@ -231,7 +236,16 @@ class Worker:
         """Trusted: the batched product on a call's inputs, which the judge times beside the student's."""
         (alpha, enc), _ = self.args(req)
         with torch.set_grad_enabled(True):
-            return _SQUEEZE(_BMM(_UNSQUEEZE(alpha, 1), enc), 1)
+            return _bmm_context(alpha, enc)
+
+    @command("chain")
+    def cmd_chain(self, req: dict) -> list:
+        """Trusted: `steps` calls chained by grader.worker.chain, of the student's function or (target "bmm") of the
+        batched product, which the judge times beside it; every answer goes back to be checked."""
+        fn = _bmm_context if req["target"] == "bmm" else self.target(req)
+        (alpha, enc), _ = self.args(req)
+        with torch.set_grad_enabled(True):
+            return chain.run(fn, alpha, enc, int(req["steps"]), int(req["seed"]))
 
     @command("backward")
     def cmd_backward(self, req: dict) -> None:

@@ -36,6 +36,7 @@ class Closed(WireError):
 
 
 Channel = "int | socket.socket"  # a descriptor (a fork server's socketpair) or a socket (spawned workers, any OS)
+Until = "float | Callable[[], float] | None"  # when to give up (time.monotonic()), fixed or moving
 
 
 def send(fd: Channel, obj: object) -> None:
@@ -55,8 +56,9 @@ def _write_all(fd: Channel, data: bytes) -> None:
         view = view[n:]
 
 
-def recv(fd: Channel, deadline: float | None = None, limit: int = MAX_FRAME, on_idle=None, trusted: bool = False) -> object:
-    """Read one frame before `deadline` (time.monotonic()); `on_idle(fd, timeout)` waits for it.
+def recv(fd: Channel, deadline: Until = None, limit: int = MAX_FRAME, on_idle=None, trusted: bool = False) -> object:
+    """Read one frame before `deadline` (time.monotonic(), or a function giving it: a deadline that moves while
+    waiting); `on_idle(fd, timeout)` waits for it.
 
     trusted: the frame comes from the judge (a worker reading its requests), so the full unpickler,
     three times faster, may open it; the judge itself always uses the restricted one."""
@@ -86,10 +88,10 @@ def _stored_only(data: bytes, limit: int) -> None:
         raise WireError("an answer with compressed or oversized records")
 
 
-def _read(fd: Channel, n: int, deadline: float | None, on_idle) -> bytes:
+def _read(fd: Channel, n: int, deadline: Until, on_idle) -> bytes:
     chunks, got = [], 0
     while got < n:
-        wait = None if deadline is None else deadline - time.monotonic()
+        wait = None if deadline is None else (deadline() if callable(deadline) else deadline) - time.monotonic()
         if wait is not None and wait <= 0:
             raise Deadline("no answer in time")
         if on_idle is not None:

@@ -1,0 +1,36 @@
+"""A chain of calls whose every input is made from the answer before it: the worker runs it (its trusted `chain`
+command), the judge runs it again to check each answer, and both draw the same inputs from the same bytes.
+
+Step k calls the context on alpha with its positions shuffled by a permutation drawn from the bytes of step k-1's
+answer. No step's input exists before the step before it has answered, so code cannot work out many steps at once
+(a loop over the sentences paid once for every step), nor keep answers for inputs it saw before; every answer is
+checked against the judge's own, computed on the permutation the worker's previous answer gives.
+"""
+from __future__ import annotations
+
+import zlib
+
+import torch
+
+
+def answer_bytes(out: object) -> bytes:
+    """The bytes the next step's permutation is drawn from: the answer as float32 values, whatever its dtype."""
+    if not isinstance(out, torch.Tensor):
+        return repr(type(out)).encode()
+    return out.detach().to("cpu", torch.float32).contiguous().numpy().tobytes()
+
+
+def permutation(previous: bytes, T: int, seed: int) -> torch.Tensor:
+    """The positions of step k, drawn from the bytes of step k-1's answer (b"" for the first step) and the seed."""
+    g = torch.Generator().manual_seed((zlib.crc32(previous) << 32 | seed & 0xFFFFFFFF))
+    return torch.randperm(T, generator=g)
+
+
+def run(fn, alpha: torch.Tensor, enc: torch.Tensor, steps: int, seed: int) -> list:
+    """The answers of `steps` chained calls of fn(alpha with its positions permuted, enc)."""
+    outs, previous = [], b""
+    for _ in range(steps):
+        out = fn(alpha.index_select(1, permutation(previous, alpha.size(1), seed)), enc)
+        outs.append(out)
+        previous = answer_bytes(out)
+    return outs

@@ -1,6 +1,7 @@
 """The benchmark scripts (bench/) keep up with the grader: each loads by path and every name it imports from the
-grader, at its top or inside a function, exists; bench.py's jailed-worker section runs (issue 49: a rename broke it
-and nothing ran it)."""
+grader, at its top or inside a function, exists; bench.py's cheapest mode (--steps-only, under 20 s on a quiet
+2-core machine) runs to its end and its jailed-worker section runs (issue 49: a rename broke it and nothing ran it);
+bench/record.py's test counts are pytest's own."""
 from __future__ import annotations
 
 import importlib.util
@@ -119,7 +120,44 @@ def _bind_error() -> str:
     raise AssertionError("train.train took a parameter named gone")
 
 
+def test_bench_steps_only_runs_to_its_end_and_writes_every_models_step_cost(tmp_path):
+    out = tmp_path / "figures.json"
+    done = subprocess.run([sys.executable, str(BENCH / "bench.py"), "--steps-only", "--json", str(out)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("calibration: ")
+    figures = json.loads(out.read_text())
+    assert set(figures["step_seconds"]) == set(load_bench().models())
+    assert all(v > 0 for v in [*figures["step_seconds"].values(), *figures["attention_seconds"].values()])
+
+
 def test_bench_starts_a_jailed_worker_loads_a_piece_and_closes_it():
     figures = load_bench().worker_start(n=2)
     assert 0 < figures["seconds"] < 60 and isinstance(figures["missing"], list)
 
+
+def load_record():
+    """bench/record.py, loaded by path."""
+    spec = importlib.util.spec_from_file_location("attnlab_bench_record", BENCH / "record.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_record_counts_the_tests_pytest_collects_under_each_marker(tmp_path):
+    fast, slow = 4, 3
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
+    (tmp_path / "test_some.py").write_text(
+        "import pytest\n\n\n@pytest.mark.parametrize('n', range(%d))\ndef test_fast(n):\n    pass\n\n\n"
+        "@pytest.mark.slow\n@pytest.mark.parametrize('n', range(%d))\ndef test_slow(n):\n    pass\n" % (fast, slow))
+    record = load_record()
+    assert record.collected(record.COLLECTED["fast_tests_collected"], tmp_path) == fast
+    assert record.collected(record.COLLECTED["slow_tests_collected"], tmp_path) == slow
+
+
+def test_the_record_refuses_a_count_from_a_collection_that_failed(tmp_path):
+    import pytest
+
+    (tmp_path / "test_broken.py").write_text("import not_a_module_anywhere\n\n\ndef test_one():\n    pass\n")
+    with pytest.raises(SystemExit, match="not_a_module_anywhere"):
+        load_record().collected("not slow", tmp_path)

@@ -118,7 +118,8 @@ class Worker:
         self.stretched = 0.0
 
         def stretched() -> float:
-            self.stretched = min(stretch, max(0.0, cpuclock.waited(self.pid) - waited))
+            # never less than granted already: a thread that exits takes its wait with it
+            self.stretched = min(stretch, max(self.stretched, cpuclock.waited(self.pid) - waited))
             return deadline + self.stretched
 
         while True:

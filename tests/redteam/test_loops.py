@@ -2,39 +2,34 @@
 from the source.
 
 The case (test_it_runs_no_python_loop_over_positions, 2 points) first checks the values and that the gradients with
-respect to alpha and the encoder outputs are the reference's (one differentiable function of both), then times on the
-judge's clock calls on fresh inputs at two shapes drawn from the hidden seed: a few long sentences (2 to 4 of 48000 to
-80000 positions) and many short ones (24000 to 40000 of 4 to 8), H 2 to 4, each call between two of the worker's own
-batched product on the same inputs (its trusted `bmm` command: the same bytes on the wire, the same load). Each
-shape's figure is (the least of its calls' times - 2 ms) / (the least of bmm's), and every answer is checked. So a
-loop hidden from a reading of the text (map and reduce, `while True` and numpy, a decoy def of the same name,
-`attention_context = _impl`), a loop over the sentences, a loop on Python floats and code that loops but at the sizes
-the probe used to use pay like any other loop, and a vectorised answer in any spelling keeps the points.
+respect to alpha and the encoder outputs are the reference's (one differentiable function of both), then measures,
+in the CPU time the kernel accounts to the worker (grader/judge/cpuclock.py; issue 49: the judge's wall clock let a
+busy machine take honest code's points), calls on fresh inputs at three probes drawn from the hidden seed: a few long
+sentences (2 to 4 of 48000 to 80000 positions) and many short ones (24000 to 40000 of 4 to 8), H 2 to 4, one call
+each; and a chain of 48 calls at a square shape (192 to 256 each side, H 1), each call's input drawn from the answer
+before it (grader/worker/chain.py), where a loop over the shorter side pays (tests/redteam/test_short_side.py). Each
+probe is measured between two runs of the same work by the worker's own batched product (its trusted `bmm` and
+`chain` commands: the same bytes on the wire), and every answer is checked. So a loop hidden from a reading of the
+text (map and reduce, `while True` and numpy, a decoy def of the same name, `attention_context = _impl`), a loop over
+the sentences, a loop on Python floats and code that loops but at the sizes the probe used to use pay like any other
+loop, and a vectorised answer in any spelling keeps the points.
 
-What the limits were chosen from (grader/cases/test_context.py; the figure after one round of 3 calls at each shape,
-on this project's 2-core machine at load 3.6 to 5.9: other graders and 0, 1 or 2 busy loops beside it):
+What the limits were chosen from (grader/cases/test_context.py), the figure after the first round, on this project's
+2-core machine (AMD EPYC), CPU time: the honest spellings (bmm, einsum, matmul, @, broadcasting and a sum) measured
+0.7 to 1.4 at the single-call probes and 1.0 to 1.5 at the chain; a loop over the shorter side measured 8.2 (numpy's
+row products, the cheapest loop found) to 24 at the chain; the loops below lose at the single-call probes as they did
+on the wall clock (a loop over the sentences 14 to 43 times bmm at the short probe, torch loops over the positions
+43 to 85 or the 2.5 s limit at the long one). Limits (pass below, fail above, measured again in between, for at most
+4 rounds on the minimum of all calls so far, then the middle decides): 2 / 3 / 8 times bmm's time. bench/load.py
+grades every source here and in short_side.py 20 times beside two other full grades and busy loops
+(docs/performance.md has its counts).
 
-    spelling                                   few long sentences       many short sentences
-    bmm, einsum, matmul, @, broadcasting and   at most 2.6              at most 2.1
-      a sum, bmm of the transposed states,
-      the lesson's listing
-    a loop over the sentences (stack of        0.4 to 1.4               14 to 43
-      alpha[b] @ enc[b])
-    a loop on Python floats (map over          4.3 to 11                44 to 148
-      .tolist(), per sentence)
-    the same over one flat list of products    31                       27
-    torch loops over the positions             43 to 85, or the 2.5 s limit
-
-Limits (pass below, fail above, measured again in between, for at most 4 rounds on the minimum of all calls so far,
-then the middle decides): 2 / 3 / 8 times bmm's time. Honest code at most 2.6 in one round (and lower after more),
-every loop at least 14 at one of the two shapes. Under load, 18 of 18 honest gradings (the 9 spellings of HONEST, two
-seeds each) kept both points with 0, 1 and 2 busy loops beside them, 54 of 54 in all, and the 3 loops of PAID_BEFORE
-lost them 18 of 18 (test_honest_products_keep_the_no_loop_points_under_load keeps the honest half of it).
-
-bmm's time counts for at most 4 times the judge's own for the same work (here_time: the request and answer written
-and read as the wire does, and the product; the worker's measured 0.5 to 4.5 times it), so code that slows the
-worker's own bmm widens its margin by that much at most: a loop over the sentences behind it still measures over 3
-(test_a_loop_over_the_sentences_behind_a_slowed_worker_bmm_loses_the_no_loop_points).
+bmm's time counts for at most 4 times the judge's own CPU time for the same work at the single-call probes (here_time:
+the request and answer written and read as the wire does, and the product) and at most once it at the chain (the
+worker's measured about 0.6 of it), so code that slows the worker's own bmm gains little, and a sleep nothing: a loop
+over the sentences behind a sleeping bmm still loses
+(test_a_loop_over_the_sentences_behind_a_slowed_worker_bmm_loses_the_no_loop_points), as does a loop over the
+shorter side behind a busy one (test_short_side.py).
 """
 from __future__ import annotations
 

@@ -6,18 +6,22 @@ for linters, byte-compilers or test collection). The notebook opens with HEAD, t
 order: its `lesson` files, then its graded cell (its code comes from the stubs or the reference); TAIL ends it.
 A cell's id is made from its file's name (or its piece's), so adding a cell renames no other. A heading written
 `## #. Title` is numbered in the notebook's order and `{pieces}` counts the registry's pieces, so a new piece's
-lesson renumbers and recounts nothing by hand.
+lesson renumbers and recounts nothing by hand; `{measured:NAME}` quotes a time from the record
+(grader/core/measured.json, `python bench/record.py --notebook`) with where it was measured, so no time is typed.
 """
 from __future__ import annotations
 
+import re
 from importlib import resources
 
+from grader.core import measured
 from grader.core.pieces import PIECES
 
 HEAD = ("intro.md", "setup.ipy")
 NUMBERED = "## #. "  # a section heading the notebook numbers in order (a piece's lesson file may add one anywhere)
 PIECE_COUNT = "{pieces}"  # the number of pieces, in words, where the prose counts them
 _WORDS = "one two three four five six seven eight nine ten eleven twelve".split()
+MEASURED = re.compile(r"\{measured:(\w+)\}")  # a recorded time, quoted with its machine and date
 
 
 def number_word(n: int) -> str:
@@ -31,6 +35,19 @@ _KINDS = {"md": "md", "ipy": "code"}  # by file extension
 def order() -> list[str]:
     """The notebook's cells in order: a template's file name, or "piece:<name>" for a graded piece's cell."""
     return [*HEAD, *(entry for p in PIECES.values() for entry in (*p.lesson, f"piece:{p.name}")), *TAIL]
+
+
+def measured_run(name: str) -> str:
+    """" (the lab's own run took 62.5 s for 2,100 steps on a 2-core AMD EPYC (AVX-512), torch 2.13.0+cpu,
+    2026-12-07; a slower or busier CPU can take many times that)" from the record, or "" where none is recorded."""
+    e = measured.record().get(name)
+    if not e:
+        return ""
+    steps = f" for {e['steps']:,} steps" if "steps" in e else ""
+    torch = f", torch {e['torch']}" if "torch" in e else ""
+    # a time from one machine at one moment, never a bound (issue 49: a student's run of this cell took 6 minutes)
+    return (f" (the lab's own run took {measured.seconds(name)}{steps} on {e['machine']}{torch}, {e['date']}; "
+            "a slower or busier CPU can take many times that)")
 
 
 def cell_id(entry: str) -> str:
@@ -60,6 +77,6 @@ def cells() -> list[tuple[str, str, str]]:
                 if line.startswith(NUMBERED):
                     section += 1
                     lines[i] = f"## {section}. {line.removeprefix(NUMBERED)}"
-            text = "\n".join(lines).replace(PIECE_COUNT, count)
+            text = MEASURED.sub(lambda m: measured_run(m.group(1)), "\n".join(lines).replace(PIECE_COUNT, count))
         out.append((cell_id(entry), _KINDS[entry.rsplit(".", 1)[1]], text))
     return out

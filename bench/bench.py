@@ -1,8 +1,8 @@
 """Benchmark the lab on this machine: time-to-accuracy, the length curve, step cost and grading time.
 
-    python bench/bench.py              # everything (about 10 minutes on 2 cores)
+    python bench/bench.py              # everything (4 min 47 s on a 2-core AMD EPYC, docs/performance.md)
     python bench/bench.py --skip-train # only step cost, grading time and batch rate
-    python bench/bench.py --steps-only # the calibration line and the step costs alone (about a minute), for repeats
+    python bench/bench.py --steps-only # the calibration line and the step costs alone (17 s there), for repeats
 
 Prints one markdown table per figure; nothing here is asserted (tests stay free of wall-clock checks).
 """

@@ -18,6 +18,8 @@ from grader.worker import jail
 
 from helpers import QUICK, REFERENCE, grade_dict, venv_over_this_environment
 
+from .stubs_account import win32_lacks
+
 pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
 
 STANDIN = Path(__file__).parent / "standins" / "attnlab_nofork.py"
@@ -26,11 +28,13 @@ STANDIN = Path(__file__).parent / "standins" / "attnlab_nofork.py"
 @pytest.fixture(scope="module")
 def nofork_python(tmp_path_factory) -> Path:
     """A venv over this interpreter whose every process (the grader's children too) starts without what Windows
-    lacks: os.fork, resource, fcntl, descriptor passing, POSIX-only signals, Popen's POSIX-only arguments."""
+    lacks by the standard library's stubs, of what the grader uses (os.fork, os.O_NOFOLLOW, resource, descriptor
+    passing, POSIX-only signals: stubs_account.py), and without Popen's POSIX-only arguments."""
     py = venv_over_this_environment(tmp_path_factory.mktemp("nofork") / "venv", process_pth=True)
     site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip())
     (site / STANDIN.name).write_text(STANDIN.read_text())
+    (site / STANDIN.with_suffix(".json").name).write_text(json.dumps(win32_lacks()))
     (site / "attnlab_nofork.pth").write_text("import attnlab_nofork\n")
     return py
 
@@ -42,14 +46,15 @@ def run_grade(py: Path, *args: str, env: dict | None = None) -> subprocess.Compl
 
 def test_the_stand_in_takes_away_what_windows_lacks(nofork_python):
     probe = ("import os, socket, signal, subprocess, grader.core.host as h\n"
-             "gone = [not hasattr(os, 'fork'), not hasattr(socket, 'send_fds'), not hasattr(signal, 'SIGALRM'),"
-             " h.resource is None, not h.FORK_SERVERS]\n"
-             "try:\n    import fcntl\n    gone.append(False)\nexcept ImportError:\n    gone.append(True)\n"
+             "gone = [not hasattr(os, 'fork'), not hasattr(os, 'O_NOFOLLOW'), not hasattr(os, 'getpgid'),"
+             " not hasattr(socket, 'send_fds'), not hasattr(signal, 'SIGALRM'), not hasattr(signal, 'SIGKILL'),"
+             " h.resource is None, not h.FORK_SERVERS, hasattr(os, 'O_RDONLY'), hasattr(signal, 'SIGTERM')]\n"
+             "try:\n    import resource\n    gone.append(False)\nexcept ImportError:\n    gone.append(True)\n"
              "try:\n    subprocess.Popen(['true'], preexec_fn=print)\n    gone.append(False)\n"
              "except ValueError:\n    gone.append(True)\n"
-             "print(all(gone))")
+             "print(gone)")
     done = subprocess.run([str(nofork_python), "-c", probe], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "True", done.stderr
+    assert done.stdout.strip() == str([True] * 12), done.stdout + done.stderr
 
 
 def _cases(report: dict) -> dict[str, bool]:

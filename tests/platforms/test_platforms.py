@@ -18,8 +18,6 @@ from grader.worker import jail
 
 from helpers import QUICK, REFERENCE, grade_dict, venv_over_this_environment
 
-from .stubs_account import win32_lacks
-
 pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
 
 STANDIN = Path(__file__).parent / "standins" / "attnlab_nofork.py"
@@ -34,7 +32,6 @@ def nofork_python(tmp_path_factory) -> Path:
     site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip())
     (site / STANDIN.name).write_text(STANDIN.read_text())
-    (site / STANDIN.with_suffix(".json").name).write_text(json.dumps(win32_lacks()))
     (site / "attnlab_nofork.pth").write_text("import attnlab_nofork\n")
     return py
 

@@ -5,7 +5,7 @@ import ast
 
 import pytest
 
-from .stubs_account import grader_uses, holds, reachable_names, win32_lacks
+from .stubs_account import grader_uses, holds, reachable_names, standin_lacks, win32_lacks
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +25,10 @@ def test_the_list_keeps_what_windows_has_and_what_the_grader_does_not_use(lacks)
     assert not {"SIGTERM", "SIGINT", "signal"} & set(lacks["signal"])
     assert "forkpty" not in lacks["os"]  # lacking on Windows, but the grader never names it
     assert "fcntl" not in lacks and "posix" not in lacks  # the standard library's own imports keep working
+
+
+def test_the_stand_in_holds_the_stubs_account_as_it_is_now(lacks):
+    assert standin_lacks() == lacks, "run `python tests/platforms/stubs_account.py --write`"
 
 
 def test_the_grader_names_what_it_probes_for_with_hasattr_and_getattr():

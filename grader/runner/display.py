@@ -20,8 +20,8 @@ def resolve_seed(seed: str | None) -> str:
 
 
 class TrainingDisplay:
-    """Turns a training case's progress into one line, e.g. "decoder: training step 50/200, at most 6 s left"
-    (the validation accuracy at 30 words joins it where the case decoded: at its end), written at most every
+    """Turns a training case's progress into one line, e.g. "decoder: training step 50/200, about 6 s left at the
+    speed so far" (an estimate, not a bound: a busier machine slows it) (the validation accuracy at 30 words joins it where the case decoded: at its end), written at most every
     `every` seconds per piece and at the last step; or,
     `short`, into a progress bar's text holding every training piece's latest step."""
 
@@ -32,18 +32,19 @@ class TrainingDisplay:
 
     def __call__(self, piece: str, event: dict) -> None:
         step, top, seconds = int(event["step"]), int(event["max_steps"]), event["seconds"]
-        left = (top - step) * seconds / max(step, 1)  # at the rate so far; the stop rule may end it sooner
+        # an estimate, never a bound: the rate so far, which a busier machine slows; the stop rule may end it sooner
+        left = (top - step) * seconds / max(step, 1)
         with self.lock:
             if self.short:  # a progress bar's text: every training piece at once, the latest of each
                 acc = f", acc@30 {event['acc']:.2f}" if "acc" in event else ""
-                self.latest[piece] = f"{piece} step {step}/{top}{acc}, <= {left:.0f} s"
+                self.latest[piece] = f"{piece} step {step}/{top}{acc}, ~{left:.0f} s left"
                 self.write(" | ".join(self.latest.values()))
                 return
             now = time.monotonic()
             if now - self.last.get(piece, -1e9) >= self.every or step >= top:
                 self.last[piece] = now
                 acc = f", validation accuracy at 30 words {event['acc']:.2f}" if "acc" in event else ""
-                self.write(f"{piece}: training step {step}/{top}{acc}, at most {left:.0f} s left")
+                self.write(f"{piece}: training step {step}/{top}{acc}, about {left:.0f} s left at the speed so far")
 
 
 def left_out(pieces: list[str], limits: Limits) -> tuple[int, int] | None:

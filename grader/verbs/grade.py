@@ -90,8 +90,8 @@ def main(
 
         took = measured.seconds("grade_plots")
         echo("training your Bahdanau and Luong models for the plots, side by side"
-             + (f" (a whole `grade --plots` took {took} {measured.where('grade_plots')}; a slower CPU takes up to 3 "
-                "times that)" if took else "") + "...")
+             + (f" (a whole `grade --plots` took {took} {measured.where('grade_plots')}; a slower or busier CPU "
+                "takes longer, several times that on a loaded one)" if took else "") + "...")
         try:
             paths = drawing.main(submission=submission, out=plots, memory_gb=limits.memory_gb)
             echo("plots written: " + ", ".join(str(p) for p in paths))

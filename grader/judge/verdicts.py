@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -22,7 +23,7 @@ def fail(message: str) -> None:
     raise CaseFailure(message)
 
 
-def tensor(x: object, what: str, shape: tuple[int, ...] | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
+def tensor(x: Any, what: str, shape: tuple[int, ...] | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Check that `x` is a plain tensor of the given shape and dtype."""
     if type(x) not in (torch.Tensor, nn.Parameter):
         fail(f"{what} should be a torch.Tensor, got {withhold.value_type(x)}")

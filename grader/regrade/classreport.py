@@ -134,11 +134,11 @@ def distributions(s: Summary, pieces: list[str], reports: list[dict]) -> str:
                "at the foot or the top of a wide bar that holds other scores too.</p>")
     body = []
     for p in pieces:
-        v, top = scores[p], tops[p]
-        full = f"{sum(x >= top for x in v) / len(v):.0%}" if v and top is not None else "–"
-        zero = f"{sum(x <= 0 for x in v) / len(v):.0%}" if v else "–"
-        body.append([_e(p), fmt(top), fmt(statistics.fmean(v) if v else None),
-                     fmt(statistics.median(v) if v else None), full, zero])
+        got, top = scores[p], tops[p]  # not `v`: the walrus above binds v, a number, in this function's scope
+        full = f"{sum(x >= top for x in got) / len(got):.0%}" if got and top is not None else "–"
+        zero = f"{sum(x <= 0 for x in got) / len(got):.0%}" if got else "–"
+        body.append([_e(p), fmt(top), fmt(statistics.fmean(got) if got else None),
+                     fmt(statistics.median(got) if got else None), full, zero])
     out.append(_table(["piece", "max", "mean", "median", "full marks", "zero"], body, numeric={1, 2, 3, 4, 5}))
     return "\n".join(out)
 

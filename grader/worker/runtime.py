@@ -10,6 +10,7 @@ import random
 import sys
 import types
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -72,7 +73,7 @@ class Worker:
         self.module: types.ModuleType | None = None
         self.filename = ""
         self.filenames: set[str] = set()  # the student's own files among the loaded modules
-        self.trainers: dict[str, object] = {}
+        self.trainers: dict[str, Any] = {}
         # the names of the lab modules the judge gave this worker, by stem, as they were before the student's code ran
         self.lab: dict[str, dict[str, object]] = {}
 
@@ -117,7 +118,7 @@ class Worker:
 
     # -- resolving names --
 
-    def resolve(self, name: str) -> object:
+    def resolve(self, name: str) -> Any:
         if name == "@model":
             return RemoteModel(self.fd)
         if name.startswith("@"):
@@ -132,8 +133,8 @@ class Worker:
         return obj
 
     def args(self, req: dict) -> tuple[list, dict]:
-        args = wire.decode(req.get("args", {"__kind__": "list", "items": []}), self.resolve)
-        kwargs = wire.decode(req.get("kwargs", {"__kind__": "dict", "items": []}), self.resolve)
+        args: Any = wire.decode(req.get("args", {"__kind__": "list", "items": []}), self.resolve)
+        kwargs: Any = wire.decode(req.get("kwargs", {"__kind__": "dict", "items": []}), self.resolve)
         device = req.get("device")
         if device:
             args = [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
@@ -278,7 +279,7 @@ class Worker:
             self.trainers[name] = self.lab_name("train", "Trainer")(self.resolve(name), req["cfg"], pairs=PAIRS)
         return self.trainers[name].run(req["steps"])
 
-    def lab_name(self, stem: str, name: str) -> object:
+    def lab_name(self, stem: str, name: str) -> Any:
         """`name` of the lab module `stem` as the judge sent it to load, before the student's code ran: a worker
         imports no module of the lab's own from disk, and holds only those its piece was given."""
         if stem not in self.lab:

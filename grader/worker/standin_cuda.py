@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import weakref
+from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -270,7 +271,7 @@ def to_device(x: object) -> object:
     return x
 
 
-def report(x: object) -> tuple[object, object]:
+def report(x: Any) -> tuple[object, object]:
     """(the value with every tensor a plain CPU one, where each tensor was: "cuda" on the stand-in, else its
     device type), for the judge to check both."""
     if isinstance(x, OnDevice):
@@ -281,8 +282,8 @@ def report(x: object) -> tuple[object, object]:
         pairs = [report(v) for v in x]
         return _rebuilt(x, [p[0] for p in pairs]), _rebuilt(x, [p[1] for p in pairs])
     if isinstance(x, dict):
-        pairs = {k: report(v) for k, v in x.items()}
-        return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+        named = {k: report(v) for k, v in x.items()}
+        return {k: p[0] for k, p in named.items()}, {k: p[1] for k, p in named.items()}
     return x, None
 
 

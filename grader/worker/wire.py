@@ -13,6 +13,7 @@ import select
 import socket
 import struct
 import time
+from typing import Callable, Union
 
 import torch
 
@@ -35,8 +36,8 @@ class Closed(WireError):
     """The other side closed the connection (a worker that exited or was killed)."""
 
 
-Channel = "int | socket.socket"  # a descriptor (a fork server's socketpair) or a socket (spawned workers, any OS)
-Until = "float | Callable[[], float] | None"  # when to give up (time.monotonic()), fixed or moving
+Channel = Union[int, socket.socket]  # a descriptor (a fork server's socketpair) or a socket (spawned workers, any OS)
+Until = Union[float, Callable[[], float], None]  # when to give up (time.monotonic()), fixed or moving
 
 
 def send(fd: Channel, obj: object) -> None:

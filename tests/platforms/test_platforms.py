@@ -16,7 +16,7 @@ from grader.verbs.grade import main as check_main
 from grader.runner.report import GRADER_ERROR
 from grader.worker import jail
 
-from helpers import QUICK, REFERENCE, grade_dict, venv_over_this_environment
+from helpers import QUICK, QUICK_TOTAL, REFERENCE, grade_dict, venv_over_this_environment
 
 pytestmark = pytest.mark.slow  # grades in jailed workers, trains or builds venvs: the full suite (CI) runs it
 
@@ -78,6 +78,16 @@ def test_without_fork_the_stubs_score_zero_with_one_line_per_piece(nofork_python
     assert done.stdout.count("not implemented yet") >= 2
     notes = [ln for ln in done.stdout.splitlines() if ln.startswith("(isolation:")]
     assert len(notes) == 1 and "your score is the same" in notes[0]  # one short line; the JSON report says the rest
+
+
+def test_without_fork_a_whole_quick_grade_gives_the_reference_full_marks_and_the_stubs_zero_without_a_traceback(
+        nofork_python):
+    for sub, want, code in ((REFERENCE, QUICK_TOTAL, 0), (ROOT / "exercises", 0, 1)):
+        done = run_grade(nofork_python, "--submission", str(sub), "--quick", "--format", "json")
+        assert done.returncode == code and "Traceback" not in done.stdout + done.stderr, done.stderr[-2000:]
+        report = json.loads(done.stdout)
+        assert (sum(p["score"] for p in report["pieces"]), sum(p["max_score"] for p in report["pieces"])) == (
+            want, QUICK_TOTAL), [(p["name"], p["score"]) for p in report["pieces"]]
 
 
 @pytest.mark.parametrize("fmt", ["text", "json", "gradescope", "junit", "classroom"])

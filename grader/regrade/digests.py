@@ -77,6 +77,12 @@ def cases_digest() -> str:
     return _tree_digest(files)
 
 
+def seed_digest(seed: str) -> str:
+    """What a run's files say of its seed: its SHA-256, which tells two runs apart; the seed itself is secret (with it a
+    student computes every hidden input and the context case's probe shapes)."""
+    return hashlib.sha256(seed.encode()).hexdigest()
+
+
 def settings(*, seed: str, quick: bool, limits: dict, before: str | None, release: str | None,
              pieces: list[str]) -> dict:
     """Everything besides a student's own files that decides their row: two runs with equal settings give a
@@ -95,7 +101,7 @@ def settings(*, seed: str, quick: bool, limits: dict, before: str | None, releas
         "grader": {"version": release_version, "digest": grader_digest(), "artifacts": artifacts_digest(),
                    "data": data_digest(), "runtime": runtime()},
         "cases": cases_digest(),
-        "seed": hashlib.sha256(seed.encode()).hexdigest(),  # the seed is secret; its digest tells runs apart
+        "seed": seed_digest(seed),
         "mode": "quick" if quick else "full",
         "limits": limits,
         "pieces": pieces,

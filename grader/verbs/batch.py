@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grader.regrade import book, collect, deadline, perpush, staging
-from grader.regrade.digests import inputs_digest, settings
+from grader.regrade.digests import inputs_digest, seed_digest, settings
 from grader.regrade.journal import Journal
 from grader.regrade.manifests import write_manifest
 from grader.regrade import roster as rosters
@@ -346,7 +346,8 @@ class Batch:
     def graded_row(self, s: Student) -> dict:
         """The row (and report) of a graded student."""
         verdict = s.verdict
-        data = {**report.as_dict(s.job.runs(), student=s.name, seed=self.seed, quick=self.limits.quick),
+        data = {**report.as_dict(s.job.runs(), student=s.name, seed_sha256=seed_digest(self.seed),
+                                 quick=self.limits.quick),
                 "path": str(s.path), "changed_release_files": list(verdict.files), **s.commit_cells()}
         notes = [report.safe(n, 400) for n in s.notes]  # a notebook's reason may quote its text
         if notes:

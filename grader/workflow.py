@@ -2,16 +2,12 @@
 the per-push workflow's steps after `grade` (grader.runner.workflow_steps), run from this folder's grader with nothing
 beside it importable, as boot.py runs `grade`: the repository's root is the student's.
 """
-import importlib.util
 import os
+import runpy
 import sys
 
-_here = os.path.dirname(os.path.abspath(__file__))
-_spec = importlib.util.spec_from_file_location("grader", os.path.join(_here, "__init__.py"),
-                                               submodule_search_locations=[_here])
-_package = importlib.util.module_from_spec(_spec)
-sys.modules["grader"] = _package
-_spec.loader.exec_module(_package)
+# the grader loaded as `grade` loads it, no bytecode of the repository's read: run_path compiles boot.py's source
+runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "boot.py"))
 
 from grader.runner.workflow_steps import main  # noqa: E402
 

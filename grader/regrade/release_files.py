@@ -3,7 +3,8 @@
 The regrade grades only the pieces, so nothing a student changed elsewhere (the workflow, the grader, the data)
 moves their score there; but a Classroom score came from the repository's own workflow and grader, so the
 gradebook names every repository whose release files were changed, removed or, under the protected paths
-(`.github/`, `grader/`), added to. The release files are those the instructor's release folder holds as git would
+(`.github/`, `grader/` and the release's other folders but exercises/), added to, bytecode included: a clone holds
+a `__pycache__` only where the student committed it, and a `.pyc` there runs in place of its source. The release files are those the instructor's release folder holds as git would
 track them (`release_held`): what installing or running the release there makes (`pip install -e .`'s
 *.egg-info/, __pycache__/, build/) is no release file, so it flags no student. The repository is untrusted: nothing
 is followed through a link, and no file is read past the size of its release counterpart.
@@ -35,8 +36,9 @@ SKIP_PARTS = {".git", "__pycache__", ".ipynb_checkpoints"}
 MAX_ENTRIES = 20_000  # a walk of an untrusted tree stops here
 
 
-def _walk(root: Path, under: str = "") -> list[str]:
-    """Relative paths of the entries under `root`/`under` that are not folders, without following links."""
+def _walk(root: Path, under: str = "", skip: frozenset[str] | set[str] = SKIP_PARTS) -> list[str]:
+    """Relative paths of the entries under `root`/`under` that are not folders, without following links, nor
+    entering a folder named in `skip`."""
     found: list[str] = []
     todo = [root / under] if under else [root]
     while todo and len(found) < MAX_ENTRIES:
@@ -46,7 +48,7 @@ def _walk(root: Path, under: str = "") -> list[str]:
         except OSError:
             continue
         for e in entries:
-            if e.name in SKIP_PARTS:
+            if e.name in skip:
                 continue
             if e.is_dir(follow_symlinks=False):
                 todo.append(Path(e.path))
@@ -117,9 +119,12 @@ def changed(repo: Path, release: dict[str, tuple[int, str]]) -> list[str]:
     out += [f"+{name}" + ("/" if folder else "") for name, folder in top_level
             if name not in released and name not in SKIP_PARTS
             and (name not in HONEST_FOLDERS if folder else name.endswith(LOADED_AT_ROOT) or name == ".gitattributes")]
-    for top in PROTECTED:
+    # every file added under a release folder is named, bytecode included: a clone holds a __pycache__ only where
+    # the student committed one, and a .pyc there can run in place of its source (issue 50)
+    tops = sorted(set(PROTECTED) | {rel.split("/")[0] + "/" for rel in release if "/" in rel})
+    for top in tops:
         if (repo / top).is_dir() and not is_link(repo / top):
-            out += [f"+{rel}" for rel in _walk(repo, top) if rel not in release]
+            out += [f"+{rel}" for rel in _walk(repo, top, skip={".git"}) if rel not in release]
         elif any(rel.startswith(top) for rel in release) and is_link(repo / top.rstrip("/")):
             out.append(top.rstrip("/"))
     return sorted(dict.fromkeys(out))

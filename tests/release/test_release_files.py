@@ -82,3 +82,17 @@ def test_without_git_the_byproducts_are_left_out_by_name_and_a_real_change_is_st
 def test_a_byproduct_is_told_apart_by_a_folder_of_its_path(ignored):
     assert release_files._byproduct(ignored)
     assert not release_files._byproduct(ignored.rsplit("/", 1)[-1])  # a file of that name is a release file
+
+
+def test_bytecode_committed_under_the_grader_reads_as_a_change_it_is_one(release, tmp_path):
+    rel, _ = release
+    repo = student_repository(rel, tmp_path / "carol")
+    digests = release_digests(rel)
+    assert verdict(repo, digests).cell == "unchanged"
+    planted = repo / "grader" / "runner" / "__pycache__" / "report.cpython-311.pyc"
+    planted.parent.mkdir(parents=True)
+    planted.write_bytes(b"\0" * 16)  # an unchecked-hash .pyc would run here in place of report.py
+    (repo / "datasets" / "extra.tsv").write_text("a\tb\n")
+    v = verdict(repo, digests)
+    assert v.cell != "unchanged" and list(v.files) == ["+datasets/extra.tsv",
+                                                       "+grader/runner/__pycache__/report.cpython-311.pyc"]

@@ -70,7 +70,7 @@ def right_at_the_usual_sizes(sub) -> None:
 # a few long sentences (a loop over the positions pays there), many short ones (a loop over the sentences pays
 # there), and a chain of calls at a square shape, both sides a few hundred long, each call's input drawn from the
 # answer before it (grader.worker.chain): a loop over either side, the shorter one included, pays there at every
-# step, and no step can be worked out before the one before it. Each probe is measured between two runs of the
+# step, and no step can be worked out before the one before it. Each probe is measured beside a run of the
 # same work by the batched product itself (torch.bmm, the worker's own trusted command, on other inputs of the same
 # shape, so that no answer of its can be kept and given back as the student's): a batched product in any spelling
 # costs about what bmm costs; a loop, however it is spelled (for, while, map or reduce, a comprehension, recursion,
@@ -78,8 +78,9 @@ def right_at_the_usual_sizes(sub) -> None:
 # slows the worker's own bmm to widen its margin gains at most BOUND times the judge's own CPU time for the same
 # bytes and products. Every timed call has fresh inputs and its value is checked.
 PAIRS, ROUNDS = 3, 4  # calls at each probe per round; rounds at most, while a measurement is borderline
-# The limits, on (the student's time - PER_CALL) / bmm's time, each the minimum over the calls so far at one probe, as
-# (below: passes, above: fails, in between: measured again, and after the last round the middle decides).
+# The limits, on the student's time as a multiple of bmm's (`ratio`), from the least of each time over the calls so
+# far at one probe (below: passes, above: fails, in between: measured again, and after the last round the middle
+# decides).
 # tests/redteam/test_loops.py has what they were chosen from.
 RATIO = (2.0, 3.0, 8.0)
 PER_CALL = 0.0005  # CPU seconds of any call's own cost (code that prints, say) not counted against it

@@ -8,7 +8,7 @@ busy machine take honest code's points), calls on fresh inputs at three probes d
 sentences (2 to 4 of 48000 to 80000 positions) and many short ones (24000 to 40000 of 4 to 8), H 2 to 4, one call
 each; and a chain of 48 calls at a square shape (192 to 256 each side, H 1), each call's input drawn from the answer
 before it (grader/worker/chain.py), where a loop over the shorter side pays (tests/redteam/test_short_side.py). Each
-probe is measured between two runs of the same work by the worker's own batched product (its trusted `bmm` and
+probe is measured beside a run of the same work by the worker's own batched product (its trusted `bmm` and
 `chain` commands: the same bytes on the wire), and every answer is checked. So a loop hidden from a reading of the
 text (map and reduce, `while True` and numpy, a decoy def of the same name, `attention_context = _impl`), a loop over
 the sentences, a loop on Python floats and code that loops but at the sizes the probe used to use pay like any other

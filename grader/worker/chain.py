@@ -8,8 +8,9 @@ checked against the judge's own, computed on the permutation the worker's previo
 """
 from __future__ import annotations
 
-import zlib
+import hashlib
 
+import numpy as np
 import torch
 
 
@@ -21,9 +22,14 @@ def answer_bytes(out: object) -> bytes:
 
 
 def permutation(previous: bytes, T: int, seed: int) -> torch.Tensor:
-    """The positions of step k, drawn from the bytes of step k-1's answer (b"" for the first step) and the seed."""
-    g = torch.Generator().manual_seed((zlib.crc32(previous) << 32 | seed & 0xFFFFFFFF))
-    return torch.randperm(T, generator=g)
+    """The positions of step k, drawn from the bytes of step k-1's answer (b"" for the first step) and the seed.
+
+    Drawn from all 256 bits of their SHA-256: an answer's low bits, which the checks' tolerance leaves free, cannot
+    be steered to repeat an earlier step's permutation (CRC32 is linear, and torch's CPU generator keeps only 32 bits
+    of its seed: both let a loop that remembers its last answer run once a chain; issue 49's red-team pass)."""
+    digest = hashlib.sha256(seed.to_bytes(8, "little", signed=True) + previous).digest()
+    rng = np.random.default_rng(np.frombuffer(digest, dtype=np.uint64))
+    return torch.from_numpy(rng.permutation(T))
 
 
 def run(fn, alpha: torch.Tensor, enc: torch.Tensor, steps: int, seed: int) -> list:

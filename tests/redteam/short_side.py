@@ -53,6 +53,22 @@ def _forged(self, req):  # every count the same, as one batched product's is
 
 _rt.Worker.handle = _forged
 '''),
+    "a loop over the shorter side that keeps its last answer, hidden from the count": (
+        "    return _remembered(alpha, encoder_outputs)\n", LOOP_MIN + '''
+
+_last = [None, None, None]
+
+
+def _remembered(alpha, encoder_outputs):
+    """Before the chain's steps were drawn from a hash of the answer (issue 49's red-team pass), every step had the
+    same input: one loop, then the answer kept."""
+    if _last[0] is encoder_outputs and torch.equal(_last[1], alpha):
+        return _last[2]
+    with torch._C.DisableTorchFunction():  # the count of torch calls sees none of the loop's
+        out = _loop_min(alpha, encoder_outputs)
+    _last[:] = [encoder_outputs, alpha.detach().clone(), out]
+    return out
+'''),
     "a loop over the shorter side in TorchScript": ("    return _scripted(alpha, encoder_outputs)\n", '''
 
 @torch.jit.script

@@ -35,8 +35,9 @@ def installed_and_run(release: Path, into: Path) -> Path:
 
 
 def student_repository(release: Path, into: Path) -> Path:
-    """A student's clone of the template: the release's files (no byproducts), their own .git."""
-    shutil.copytree(release, into)
+    """A student's clone of the template: the release's files (no byproducts: other tests run grade in the release
+    folder, which caches bytecode there, and a clone holds none), their own .git."""
+    shutil.copytree(release, into, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".pytest_cache"))
     (into / ".git").mkdir()
     (into / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     return into

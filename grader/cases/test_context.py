@@ -83,7 +83,9 @@ PAIRS, ROUNDS = 3, 4  # calls at each probe per round; rounds at most, while a m
 # decides).
 # tests/redteam/test_loops.py has what they were chosen from.
 RATIO = (2.0, 3.0, 8.0)
-PER_CALL = 0.0005  # CPU seconds of any call's own cost (code that prints, say) not counted against it
+PER_CALL = 0.0005  # CPU seconds of any call's own cost (checks, a print of a shape) not counted against it, chained or not
+# and of each call's where the student's code printed (a debug print of a tensor costs a millisecond or two)
+PRINTING = 0.002
 BOUND = {"single": 4.0, "chain": 1.0}  # bmm's time counts for at most this many times the judge's own (here_time)
 EARLY = 1.5  # below this after any pair of calls (and bmm under its bound), a round ends at once: it passes
 CALL_LIMIT = 2.5  # seconds one timed call may take before it is stopped (a torch loop takes about 1 s)
@@ -189,6 +191,7 @@ class Timing(NamedTuple):
     bmm: float
     here: float
     products: float
+    printed: bool = False  # whether the student's call printed: then each chained call is forgiven PRINTING
 
 
 def here_time(probe: Probe, alpha, enc) -> tuple[float, float]:
@@ -242,6 +245,7 @@ def timed(sub, ref, probe: Probe, here: tuple[float, float] | None) -> Timing:
     ours = time.monotonic() + CALL_LIMIT < saved  # else the case's own deadline comes first, and its timeout says so
     sub.deadline = min(saved, time.monotonic() + CALL_LIMIT)
     limit = sub.deadline
+    printed = sub.printed
     try:
         got, spent = sub.clocked({**request(probe, "@attention_context"), "seed": seed}, (alpha, enc))
     except WorkerLost as e:
@@ -256,7 +260,7 @@ def timed(sub, ref, probe: Probe, here: tuple[float, float] | None) -> Timing:
     finally:
         sub.deadline = saved + (sub.deadline - limit)  # what the machine's load gave back stays given
     check_answers(ref, probe, alpha, enc, got, seed, what)
-    return Timing(spent, bmm, *(here or here_time(probe, alpha, enc)))
+    return Timing(spent, bmm, *(here or here_time(probe, alpha, enc)), printed=sub.printed > printed)
 
 
 def check_answers(ref, probe: Probe, alpha, enc, got, seed: int, what: str) -> None:
@@ -274,19 +278,22 @@ def check_answers(ref, probe: Probe, alpha, enc, got, seed: int, what: str) -> N
 
 
 def least(timings: list[Timing]) -> Timing:
-    """Each column's least over the calls so far: what the machine added to a call is never less than nothing."""
-    return Timing(*(min(column) for column in zip(*timings)))
+    """Each time's least over the calls so far (what the machine added to a call is never less than nothing), and
+    whether any of them printed."""
+    *times, printed = zip(*timings)
+    return Timing(*(min(column) for column in times), printed=any(printed))
 
 
 def ratio(probe: Probe, t: Timing) -> float:
     """The student's time as a multiple of the batched product's, bmm's counted at most BOUND times the judge's own.
 
-    One call: the whole request's, less PER_CALL. A chain: the student's time beyond the whole bmm chain's, over the
-    products alone (the judge's), plus one, so the chain's own work (the wire, the permutations), which a fast
-    answer shares with a loop, does not hide a loop's cost."""
+    One call: the whole request's, less PER_CALL. A chain: the student's time beyond the whole bmm chain's and
+    PER_CALL a call (PRINTING where it printed), over the products alone (the judge's), plus one, so the chain's own
+    work (the wire, the permutations), which a fast answer shares with a loop, does not hide a loop's cost."""
     bmm = min(t.bmm, BOUND[probe.kind] * t.here)
-    if probe.chain:
-        return max(t.spent - PER_CALL - bmm, 0.0) / t.products + 1.0
+    if probe.chain:  # each chained call is forgiven what one call is
+        allowed = (PRINTING if t.printed else PER_CALL) * STEPS
+        return max(t.spent - allowed - bmm, 0.0) / t.products + 1.0
     return max(t.spent - PER_CALL, 0.0) / bmm
 
 

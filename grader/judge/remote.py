@@ -166,6 +166,11 @@ class CaseHandle:
         self.stretched += grant
         self.deadline += grant
 
+    @property
+    def printed(self) -> int:
+        """Bytes the piece's workers have printed so far (read as they arrive)."""
+        return self.slot.output.total
+
     def clocked(self, req: dict, args: tuple = ()) -> tuple[object, float]:
         """A request's value and the CPU seconds its worker spent on it, as the kernel accounts them (not as the
         worker says: grader.judge.cpuclock)."""

@@ -33,12 +33,14 @@ class Output:
     def __init__(self) -> None:
         self.chunks: deque[bytes] = deque()
         self.size = 0
+        self.total = 0  # bytes ever printed, kept or not: whether a call printed (grader/cases/test_context.py)
         self.lock = threading.Lock()
 
     def add(self, data: bytes) -> None:
         with self.lock:  # a spawned worker's prints arrive on a reader thread
             self.chunks.append(data)
             self.size += len(data)
+            self.total += len(data)
             while self.size - len(self.chunks[0]) >= OUTPUT_TAIL:
                 self.size -= len(self.chunks.popleft())
 

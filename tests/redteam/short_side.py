@@ -104,6 +104,11 @@ def _reduced(alpha, h):
         return _functools.reduce(lambda acc, i: acc + alpha[:, i : i + 1] * h[:, i], range(T), torch.zeros(B, h.shape[2]))
     return torch.stack(_functools.reduce(lambda acc, b: acc + [alpha[b] @ h[b]], range(B), []))
 '''),
+}
+# What the chain does not catch (docs/threat-model.md, "What stands"): each chained call is forgiven PER_CALL (0.5 ms),
+# as one call is, so that a student's checks, or a hostile file's attempts, at every call cost no points; numpy's
+# cheapest loops over the shorter side cost less than that a call at the chain's size (0.3 to 0.45 ms).
+RESIDUAL = {
     "a numpy loop over the shorter side inside an autograd.Function": ("    return _Shorter.apply(alpha, encoder_outputs)\n", '''
 
 import numpy as _np
@@ -156,6 +161,9 @@ HONEST = {
     "broadcasting and a sum": "    return (alpha.unsqueeze(-1) * encoder_outputs).sum(1)\n",
     "torch.einsum": "    return torch.einsum('bt,bth->bh', alpha, encoder_outputs)\n",
     "@": "    return (alpha.unsqueeze(1) @ encoder_outputs).squeeze(1)\n",
+    "bmm with a debug print of the context at every call": (
+        "    context = torch.bmm(alpha.unsqueeze(1), encoder_outputs).squeeze(1)\n"
+        "    print('context', context.shape, context)\n    return context\n"),
 }
 
 

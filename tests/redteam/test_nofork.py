@@ -37,7 +37,10 @@ def _nofork(where: Path, bare: bool) -> Path:
                                capture_output=True, text=True, check=True).stdout.strip())
     (site / STANDIN.name).write_text(STANDIN.read_text())
     (site / "attnlab_bare.py").write_text(BARE)
-    (site / "attnlab_nofork.pth").write_text("import attnlab_nofork" + ("; import attnlab_bare" if bare else "") + "\n")
+    # Linux without fork (and, bare, without Landlock and seccomp): the grader reads Linux as its platform, not the
+    # Windows of tests/platforms, whose /proc here a real Windows would not have
+    keep = "import os; os.environ['ATTNLAB_STANDIN_PLATFORM'] = 'linux'; "
+    (site / "attnlab_nofork.pth").write_text(keep + "import attnlab_nofork" + ("; import attnlab_bare" if bare else "") + "\n")
     return py
 
 

@@ -26,6 +26,12 @@ import types
 # tests/platforms/test_stubs_account.py fails when the stubs or the grader's source say otherwise
 LACKS = {'os': ['O_DIRECTORY', 'O_NOFOLLOW', 'O_NONBLOCK', 'WNOHANG', 'fork', 'geteuid', 'getpgid', 'killpg', 'setgroups', 'setresgid', 'setresuid', 'setsid', 'sync', 'sysconf', 'uname'], 'resource': None, 'signal': ['SIGALRM', 'SIGCHLD', 'SIGKILL', 'SIGXFSZ'], 'socket': ['recv_fds', 'send_fds']}  # the stubs' account
 
+# Linux's jail without fork (tests/redteam/test_nofork.py's seccomp case): the grader reads its real platform and
+# lacks only what starting processes by fork needs, not what Windows lacks besides
+KEEP_PLATFORM = os.environ.get("ATTNLAB_STANDIN_PLATFORM") == "linux"
+if KEEP_PLATFORM:
+    LACKS = {"os": ["fork", "forkpty", "killpg", "setsid", "setpgid", "getpgid", "setpgrp"], "resource": None,
+             "socket": ["recv_fds", "send_fds"]}
 GONE = {name for name, names in LACKS.items() if names is None}  # `import resource` raises ImportError
 VIEWS = {}  # {module name: the copy of it that code outside the standard library gets}
 for _module, _names in LACKS.items():
@@ -60,7 +66,7 @@ def _the_graders(importer) -> bool:
 def _windows_import(name, globals=None, locals=None, fromlist=(), level=0):
     if level or not _the_graders(globals):
         return _import(name, globals, locals, fromlist, level)
-    if name == "sys":
+    if name == "sys" and not KEEP_PLATFORM:
         return WINDOWS_SYS
     if name.partition(".")[0] in GONE:
         raise ModuleNotFoundError(f"No module named {name!r} (attnlab no-fork stand-in: Windows has none)", name=name)

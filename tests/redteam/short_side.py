@@ -161,10 +161,11 @@ HONEST = {
     "broadcasting and a sum": "    return (alpha.unsqueeze(-1) * encoder_outputs).sum(1)\n",
     "torch.einsum": "    return torch.einsum('bt,bth->bh', alpha, encoder_outputs)\n",
     "@": "    return (alpha.unsqueeze(1) @ encoder_outputs).squeeze(1)\n",
-    "bmm with a debug print of the context at every call": (
-        "    context = torch.bmm(alpha.unsqueeze(1), encoder_outputs).squeeze(1)\n"
-        "    print('context', context.shape, context)\n    return context\n"),
 }
+# an honest product with a debug print of its tensor at every call (tests/redteam/test_short_side.py, not under load:
+# beside two grades it once lost the points to the count of torch calls, which a tensor's printing makes)
+PRINTING = ("    context = torch.bmm(alpha.unsqueeze(1), encoder_outputs).squeeze(1)\n"
+            "    print('context', context.shape, context)\n    return context\n")
 
 
 @contextlib.contextmanager

@@ -9,7 +9,7 @@ import pytest
 
 from helpers import grade_dict
 from .harness import judge
-from .short_side import BUSY_BMM, HONEST, LOOPS, busy_machine, source
+from .short_side import BUSY_BMM, HONEST, LOOPS, PRINTING, busy_machine, source
 from .test_loops import FOR_LOOP, NO_LOOP, loses_only_the_no_loop_points
 
 pytestmark = pytest.mark.slow  # grades in jailed workers under load: the full suite (CI) runs it
@@ -33,8 +33,7 @@ def test_a_loop_over_the_shorter_side_loses_the_no_loop_points_however_it_dodges
 
 def test_an_honest_product_that_prints_at_every_call_keeps_the_no_loop_points(lab):
     """A print costs each of the chain's calls what it costs one call, which the case forgives (PRINTING)."""
-    g = judge(lab(files={"context": source(HONEST["bmm with a debug print of the context at every call"])}),
-              ["context"])
+    g = judge(lab(files={"context": source(PRINTING)}), ["context"])
     assert NO_LOOP not in g.messages("context"), g.messages("context")
 
 

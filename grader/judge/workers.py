@@ -83,7 +83,7 @@ class Worker:
         """What the kernel has accounted to this worker so far (grader.judge.cpuclock)."""
         return cpuclock.read(self.pid)
 
-    def recv(self, deadline: float | Callable[[], float]) -> object:
+    def recv(self, deadline: wire.Until) -> object:
         try:
             return wire.recv(self.fd, deadline, on_idle=self._pump)
         except wire.Deadline:

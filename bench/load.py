@@ -33,6 +33,7 @@ def sources() -> tuple[dict[str, str], dict[str, str]]:
     honest = {f"honest: {how}": (test_loops.LISTING.read_text() if body is None else short_side.source(body))
               for how, body in test_loops.HONEST.items()}
     honest["honest: the reference"] = short_side.source(None)
+    honest["honest: bmm with a print of its tensor at every call"] = short_side.source(short_side.PRINTING)
     loops = {"loop: a for loop over the positions": short_side.source(test_loops.FOR_LOOP)}
     for table in (test_loops.LOOPS, test_loops.PAID_BEFORE):
         loops.update({f"loop: {how}": short_side.source(body, end) for how, (body, end, _) in table.items()})

@@ -70,9 +70,11 @@ def right_at_the_usual_sizes(sub) -> None:
 # a few long sentences (a loop over the positions pays there), many short ones (a loop over the sentences pays
 # there), and a chain of calls at a square shape, both sides a few hundred long, each call's input drawn from the
 # answer before it (grader.worker.chain): a loop over either side, the shorter one included, pays there at every
-# step, and no step can be worked out before the one before it. Each probe is measured beside a run of the
-# same work by the batched product itself (torch.bmm, the worker's own trusted command, on other inputs of the same
-# shape, so that no answer of its can be kept and given back as the student's): a batched product in any spelling
+# step, and no step can be worked out before the one before it; what a call of theirs costs whatever the sizes
+# (checks, a debug print, printed briefly there) is measured on the same chain at a small square base shape and not
+# charged, so the chain charges what grows with the sides. Each probe is measured beside a run of the same work by the
+# batched product itself (torch.bmm, the worker's own trusted command, on other inputs of the same shape, so that no
+# answer of its can be kept and given back as the student's): a batched product in any spelling
 # costs about what bmm costs; a loop, however it is spelled (for, while, map or reduce, a comprehension, recursion,
 # in torch, TorchScript, vmap, numpy or on Python floats), pays many times bmm's time at one of them. Code that
 # slows the worker's own bmm to widen its margin gains at most BOUND times the judge's own CPU time for the same
@@ -80,12 +82,14 @@ def right_at_the_usual_sizes(sub) -> None:
 PAIRS, ROUNDS = 3, 4  # calls at each probe per round; rounds at most, while a measurement is borderline
 # The limits, on the student's time as a multiple of bmm's (`ratio`), from the least of each time over the calls so
 # far at one probe (below: passes, above: fails, in between: measured again, and after the last round the middle
-# decides).
+# decides). The chain's middle is higher: its products are small beside its own work (the wire, the permutations),
+# whose noise carries an honest call's figure up to about 2 (a numpy loop's: 7 to 12).
 # tests/redteam/test_loops.py has what they were chosen from.
-RATIO = (2.0, 3.0, 8.0)
-PER_CALL = 0.0005  # CPU seconds of any call's own cost (checks, a print of a shape) not counted against it, chained or not
-# and of each call's where the student's code printed (a debug print of a tensor costs a millisecond or two)
-PRINTING = 0.002
+RATIO = {"single": (2.0, 3.0, 8.0), "chain": (2.0, 4.0, 8.0)}
+# CPU seconds of a call's own cost (checks, a print of a shape) not counted against it: one call's at most, and a chained
+# call's as measured at the chain's base shape, up to this
+PER_CALL = 0.0005
+PRINTING = 0.002  # a chained call's at most where the student's code printed (a tensor's print costs about 0.6 ms)
 BOUND = {"single": 4.0, "chain": 1.0}  # bmm's time counts for at most this many times the judge's own (here_time)
 EARLY = 1.5  # below this after any pair of calls (and bmm under its bound), a round ends at once: it passes
 CALL_LIMIT = 2.5  # seconds one timed call may take before it is stopped (a torch loop takes about 1 s)
@@ -97,13 +101,15 @@ IN_THE_GRAPH = ("The context must be one differentiable torch computation of alp
 
 
 class Probe(tuple):
-    """(B, T_src, H) of one timed probe, and whether it is a chain of STEPS calls or one call."""
+    """(B, T_src, H) of one timed probe, and whether it is a chain of STEPS calls or one call; a chain's `base` is
+    the small square shape where the student's own cost of a call is measured (what a loop over it costs is small)."""
 
     chain: bool
+    base: Probe | None
 
-    def __new__(cls, B: int, T: int, H: int, chain: bool = False) -> Probe:
+    def __new__(cls, B: int, T: int, H: int, chain: bool = False, base: Probe | None = None) -> Probe:
         probe = super().__new__(cls, (B, T, H))
-        probe.chain = chain
+        probe.chain, probe.base = chain, base
         return probe
 
     @property
@@ -112,7 +118,8 @@ class Probe(tuple):
 
 
 def probe_shapes(seed: int) -> tuple[Probe, Probe, Probe]:
-    """The few long sentences, the many short ones and the chain's square shape, drawn from the case's hidden seed."""
+    """The few long sentences, the many short ones and the chain's square shape (with its small base), drawn from the
+    case's hidden seed."""
     g = torch.Generator().manual_seed(seed)
 
     def draw(low: int, high: int) -> int:
@@ -120,7 +127,8 @@ def probe_shapes(seed: int) -> tuple[Probe, Probe, Probe]:
 
     H = draw(2, 4)
     long, short = Probe(draw(2, 4), draw(48_000, 80_000), H), Probe(draw(24_000, 40_000), draw(4, 8), H)
-    return long, short, Probe(draw(192, 256), draw(192, 256), 1, chain=True)
+    base = Probe(draw(24, 40), draw(24, 40), 1, chain=True)
+    return long, short, Probe(draw(192, 256), draw(192, 256), 1, chain=True, base=base)
 
 
 def sentences(shape: tuple[int, int, int]) -> str:
@@ -191,7 +199,9 @@ class Timing(NamedTuple):
     bmm: float
     here: float
     products: float
-    printed: bool = False  # whether the student's call printed: then each chained call is forgiven PRINTING
+    base: float = 0.0  # a chain's: the student's time for the same chain at its small base shape
+    base_bmm: float = 0.0  # and the worker's bmm's there
+    printed: bool = False  # whether the student's call printed: then each chained call may be forgiven PRINTING
 
 
 def here_time(probe: Probe, alpha, enc) -> tuple[float, float]:
@@ -236,6 +246,9 @@ def timed(sub, ref, probe: Probe, here: tuple[float, float] | None) -> Timing:
     """One call of attention_context (or one chain of them) timed on fresh inputs of `probe` (an answer kept from an
     earlier call cannot be timed) after one of the worker's bmm on inputs of its own; every answer checked. `here`:
     the judge's own times for the probe, measured here where None."""
+    base = Timing(0.0, 0.0, 0.0, 0.0)
+    if probe.base is not None:  # the student's own cost of a call, where a loop costs little: just before, same load
+        base = timed(sub, ref, probe.base, (0.0, 0.0))
     seed = int(torch.randint(0, 2**31, (1,)))
     alpha, enc = inputs(*probe)
     what = f" for {sentences(probe)}"
@@ -260,7 +273,8 @@ def timed(sub, ref, probe: Probe, here: tuple[float, float] | None) -> Timing:
     finally:
         sub.deadline = saved + (sub.deadline - limit)  # what the machine's load gave back stays given
     check_answers(ref, probe, alpha, enc, got, seed, what)
-    return Timing(spent, bmm, *(here or here_time(probe, alpha, enc)), printed=sub.printed > printed)
+    return Timing(spent, bmm, *(here or here_time(probe, alpha, enc)), base=base.spent, base_bmm=base.bmm,
+                  printed=sub.printed > printed)
 
 
 def check_answers(ref, probe: Probe, alpha, enc, got, seed: int, what: str) -> None:
@@ -287,12 +301,14 @@ def least(timings: list[Timing]) -> Timing:
 def ratio(probe: Probe, t: Timing) -> float:
     """The student's time as a multiple of the batched product's, bmm's counted at most BOUND times the judge's own.
 
-    One call: the whole request's, less PER_CALL. A chain: the student's time beyond the whole bmm chain's and
-    PER_CALL a call (PRINTING where it printed), over the products alone (the judge's), plus one, so the chain's own
-    work (the wire, the permutations), which a fast answer shares with a loop, does not hide a loop's cost."""
+    One call: the whole request's, less PER_CALL. A chain: the student's time beyond the whole bmm chain's and beyond
+    what the same chain cost them beyond bmm's at its small base shape (their checks or prints, the same at every size,
+    where a loop's cost grows with the side it runs over; forgiven up to PER_CALL a call, PRINTING where it printed),
+    over the products alone (the judge's), plus one, so the chain's own work (the wire, the permutations), which a
+    fast answer shares with a loop, does not hide a loop's cost."""
     bmm = min(t.bmm, BOUND[probe.kind] * t.here)
-    if probe.chain:  # each chained call is forgiven what one call is
-        allowed = (PRINTING if t.printed else PER_CALL) * STEPS
+    if probe.chain:
+        allowed = min(max(t.base - t.base_bmm, 0.0), (PRINTING if t.printed else PER_CALL) * STEPS)
         return max(t.spent - allowed - bmm, 0.0) / t.products + 1.0
     return max(t.spent - PER_CALL, 0.0) / bmm
 
@@ -331,7 +347,7 @@ def test_it_runs_no_python_loop_over_positions(sub, ref):
             if all(early_pass(p, least(seen[p])) for p in probes):
                 return
         ratios = {p: ratio(p, least(seen[p])) for p in probes}
-        verdict = {p: decided(ratios[p], RATIO, round_ == ROUNDS) for p in probes}
+        verdict = {p: decided(ratios[p], RATIO[p.kind], round_ == ROUNDS) for p in probes}
         for p, passed in verdict.items():
             if passed is False:
                 verdicts.fail(f"attention_context {LOOPS}: for {sentences(p)} it takes {ratios[p]:.0f} "

@@ -5,11 +5,12 @@ error record the judge turns into a hint. Nothing here knows a case, an expected
 """
 from __future__ import annotations
 
+import contextlib
 import linecache
 import random
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -19,6 +20,7 @@ from grader.worker import chain, seeding, standin_cuda, wire
 SUB_PKG = "attnlab_submission"
 PAIRS: list | None = None  # the training split, read by the server before any worker is jailed
 _BMM, _UNSQUEEZE, _SQUEEZE = torch.bmm, torch.unsqueeze, torch.squeeze  # taken before any student code loads
+_PRINT_OPTIONS, _SET_PRINT_OPTIONS = torch._tensor_str.PRINT_OPTS, torch.set_printoptions
 
 
 class _Calls(torch.overrides.TorchFunctionMode):
@@ -32,6 +34,20 @@ class _Calls(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         self.n += 1
         return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def _brief_printing() -> Iterator[None]:
+    """Tensors printed as their first and last items along each dimension: a debug print of a tensor then costs a
+    call the same at every size, as a batched product's time does not grow with a loop's (the no-loop case's count of
+    torch calls, and its chain, which forgives a call's cost measured at a small size). Code that sets other options
+    inside the call slows only itself."""
+    kept = {k: getattr(_PRINT_OPTIONS, k) for k in ("precision", "threshold", "edgeitems", "linewidth", "sci_mode")}
+    _SET_PRINT_OPTIONS(threshold=0, edgeitems=1)
+    try:
+        yield
+    finally:
+        _SET_PRINT_OPTIONS(**kept)
 
 
 def _bmm_context(alpha: torch.Tensor, enc: torch.Tensor) -> torch.Tensor:
@@ -228,7 +244,7 @@ class Worker:
         case (grader/cases/test_context.py)."""
         fn = self.target(req)
         args, kwargs = self.args(req)
-        with _Calls() as calls:
+        with _Calls() as calls, _brief_printing():
             fn(*args, **kwargs)
         return calls.n
 
@@ -245,7 +261,7 @@ class Worker:
         batched product, which the judge times beside it; every answer goes back to be checked."""
         fn = _bmm_context if req["target"] == "bmm" else self.target(req)
         (alpha, enc), _ = self.args(req)
-        with torch.set_grad_enabled(True):
+        with torch.set_grad_enabled(True), _brief_printing():
             return chain.run(fn, alpha, enc, int(req["steps"]), int(req["seed"]))
 
     @command("backward")

@@ -104,11 +104,8 @@ def _reduced(alpha, h):
         return _functools.reduce(lambda acc, i: acc + alpha[:, i : i + 1] * h[:, i], range(T), torch.zeros(B, h.shape[2]))
     return torch.stack(_functools.reduce(lambda acc, b: acc + [alpha[b] @ h[b]], range(B), []))
 '''),
-}
-# What the chain does not catch (docs/threat-model.md, "What stands"): each chained call is forgiven PER_CALL (0.5 ms),
-# as one call is, so that a student's checks, or a hostile file's attempts, at every call cost no points; numpy's
-# cheapest loops over the shorter side cost less than that a call at the chain's size (0.3 to 0.45 ms).
-RESIDUAL = {
+    # numpy's cheapest loop, a row product per sentence, costs a chained call less than the PER_CALL forgiven a call
+    # (0.3 to 0.45 ms): it passed the chain until what is forgiven was measured at the chain's small base shape
     "a numpy loop over the shorter side inside an autograd.Function": ("    return _Shorter.apply(alpha, encoder_outputs)\n", '''
 
 import numpy as _np
@@ -162,8 +159,8 @@ HONEST = {
     "torch.einsum": "    return torch.einsum('bt,bth->bh', alpha, encoder_outputs)\n",
     "@": "    return (alpha.unsqueeze(1) @ encoder_outputs).squeeze(1)\n",
 }
-# an honest product with a debug print of its tensor at every call (tests/redteam/test_short_side.py, not under load:
-# beside two grades it once lost the points to the count of torch calls, which a tensor's printing makes)
+# an honest product with a debug print of its tensor at every call: the worker prints tensors briefly while it counts
+# and chains calls, so the print costs a call the same at every size (tests/redteam/test_short_side.py)
 PRINTING = ("    context = torch.bmm(alpha.unsqueeze(1), encoder_outputs).squeeze(1)\n"
             "    print('context', context.shape, context)\n    return context\n")
 

@@ -7,7 +7,9 @@ in the CPU time the kernel accounts to the worker (grader/judge/cpuclock.py; iss
 busy machine take honest code's points), calls on fresh inputs at three probes drawn from the hidden seed: a few long
 sentences (2 to 4 of 48000 to 80000 positions) and many short ones (24000 to 40000 of 4 to 8), H 2 to 4, one call
 each; and a chain of 48 calls at a square shape (192 to 256 each side, H 1), each call's input drawn from the answer
-before it (grader/worker/chain.py), where a loop over the shorter side pays (tests/redteam/test_short_side.py). Each
+before it (grader/worker/chain.py), where a loop over the shorter side pays (tests/redteam/test_short_side.py), less
+what the same chain cost the student's code beyond bmm's at a small square base shape (24 to 40 each side: checks or a
+debug print, which cost a call the same at every size; up to 0.5 ms a call, 2 ms where it printed). Each
 probe is measured beside a run of the same work by the worker's own batched product (its trusted `bmm` and
 `chain` commands: the same bytes on the wire), and every answer is checked. So a loop hidden from a reading of the
 text (map and reduce, `while True` and numpy, a decoy def of the same name, `attention_context = _impl`), a loop over
@@ -16,11 +18,12 @@ loop, and a vectorised answer in any spelling keeps the points.
 
 What the limits were chosen from (grader/cases/test_context.py), the figure after the first round, on this project's
 2-core machine (AMD EPYC), CPU time: the honest spellings (bmm, einsum, matmul, @, broadcasting and a sum) measured
-0.7 to 1.4 at the single-call probes and 1.0 to 1.5 at the chain; a loop over the shorter side measured 8.2 (numpy's
-row products, the cheapest loop found) to 24 at the chain; the loops below lose at the single-call probes as they did
+0.7 to 1.4 at the single-call probes and 1.0 to 2.0 at the chain (bmm with a print of its tensor at every call the
+highest); a loop over the shorter side measured 6.1 (numpy's row products, the cheapest loop found) to 21 at the chain; the loops below lose at the single-call probes as they did
 on the wall clock (a loop over the sentences 14 to 43 times bmm at the short probe, torch loops over the positions
 43 to 85 or the 2.5 s limit at the long one). Limits (pass below, fail above, measured again in between, for at most
-4 rounds on the minimum of all calls so far, then the middle decides): 2 / 3 / 8 times bmm's time. bench/load.py
+4 rounds on the minimum of all calls so far, then the middle decides): 2 / 3 / 8 times bmm's time, 2 / 4 / 8 at the
+chain. bench/load.py
 grades every source here and in short_side.py 20 times beside two other full grades and busy loops
 (docs/performance.md has its counts).
 

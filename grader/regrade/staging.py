@@ -6,7 +6,7 @@ MAX_GIT_BYTES of .git copied, the clone's own .git, and MAX_CHECKOUT_BYTES check
 but those files (MODULES x MAX_FILE at most) is removed (`prune`), long before the student's last case ends.
 `Bound` lets staging begin only while the worst case of every staging in flight fits the batch's disk budget: past
 it, the next student waits until one in flight is staged; one alone may always go, whatever its worst case.
-`drop_page_cache` empties the machine's page cache before a batch stages anyone (docs/threat-model.md).
+`WaveCache` drops the machine's page cache before each wave of a batch (grader.core.pagecache).
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
+from grader.core import pagecache
 from grader.core.pieces import MODULES
 from grader.regrade import deadline, intake
 from grader.runner.stage import MAX_FILE
@@ -86,15 +87,31 @@ def keep_code(staged: Path, into: Path) -> None:
             shutil.copyfile(src, into / src.name)
 
 
-def drop_page_cache() -> str:
-    """Empty the kernel's page cache where this process may (root on Linux), so that no earlier run's workers
-    (an earlier batch, `grade --plots`) left bits in it for this batch's; says which it was."""
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:  # opened first: no machine-wide sync where it cannot drop
-            if sys.platform != "win32":  # always, past that open (no /proc there); os.sync is POSIX's
-                os.sync()  # dirty pages are written back first, so the drop leaves none behind
-            f.write("1\n")
-        return "page cache dropped: nothing an earlier run left in it reaches this batch"
-    except OSError as e:
-        return (f"page cache kept ({e.strerror or e}): run the batch as root on a machine of its own to have it "
-                "dropped; see the README's threat model")
+class WaveCache:
+    """The page cache dropped before each wave of a batch, so that no earlier wave's workers (nor an earlier run's)
+    left bits in it for this one's: a worker that holds a piece's reference runs after every unit case of that piece
+    in its own wave (grader.runner.schedule), never before one of a later wave. Where it cannot be dropped (not
+    root), the batch's part is one wave, so no such worker runs before any student's unit cases of that piece."""
+
+    def __init__(self, progress: bool) -> None:
+        self.progress = progress
+        self.kept: str | None = None  # why the cache could not be dropped, once a drop found it so
+        self.tried = False
+
+    def drop(self) -> None:
+        """Drop it (once a drop failed, none is tried again); said at the first, and where it could not be done."""
+        if self.kept is not None:
+            return
+        self.kept = why = pagecache.drop()
+        if self.progress and (why is not None or not self.tried):
+            print("page cache dropped before each wave: nothing an earlier student's workers left in it reaches a "
+                  "later one" if why is None else
+                  f"page cache kept ({why}): the batch grades its part as one wave, every student's unit cases of a "
+                  "piece before any worker that holds its reference (a stop then keeps only students whose rows "
+                  "were written); as root on a machine of its own it drops the cache before each wave instead",
+                  file=sys.stderr)
+        self.tried = True
+
+    def wave(self, size: int, students: int) -> int:
+        """Students a wave holds: `size` where the cache is dropped before each, else all of them."""
+        return size if self.kept is None else max(1, students)

@@ -116,6 +116,7 @@ class Batch:
         self.failed: dict[Path, BaseException] = {}  # a student whose grading raised: graded no further
         self.left: dict[Path, int] = {}  # a training student's training cases still to run
         self.resumed = 0  # rows the journal held with the same inputs, taken as they were
+        self.cache = staging.WaveCache(progress)
         self.bar: tqdm | None = None
         self.stop = stops.Stop()  # SIGTERM or SIGINT while `run` lasts: no row is written after it
 
@@ -164,9 +165,6 @@ class Batch:
                                 f"{files.csv.with_name(files.csv.stem + '-reports')}")
         files.reports.mkdir(parents=True, exist_ok=True)
         files.code.mkdir(parents=True, exist_ok=True)
-        dropped = staging.drop_page_cache()
-        if self.progress:
-            print(dropped, file=sys.stderr)
         self.klass = klass = class_list(self.submissions, self.roster, self.prefix).part(self.shard)
         for line in klass.notes if self.progress else []:
             print(line, file=sys.stderr)
@@ -194,10 +192,12 @@ class Batch:
     # --- launch ---------------------------------------------------------------------------------------
 
     def launch(self, pool: ThreadPoolExecutor) -> None:
-        """The class in waves of WAVE x jobs students, one after another, each graded as `grade` grades one
-        submission (`wave`); a wave's rows are written by its end, so a stop keeps every student of the waves before."""
+        """The class in waves of WAVE x jobs students (one wave where the page cache cannot be dropped between them:
+        staging.WaveCache), one after another, each graded as `grade` grades one submission (`wave`); a wave's rows
+        are written by its end, so a stop keeps every student of the waves before."""
         self.add_missing()
-        paths, size = self.klass.paths, WAVE * max(1, self.jobs)
+        self.cache.drop()
+        paths, size = self.klass.paths, self.cache.wave(WAVE * max(1, self.jobs), len(self.klass.paths))
         for first in range(0, len(paths), size):
             if not self.stop.stopped:
                 self.wave(pool, range(first, min(first + size, len(paths))))
@@ -206,6 +206,8 @@ class Batch:
         """The students `ids` staged, then every one's unit cases of one piece (up to `jobs` at once, so the workers
         that run together hold the same reference), the pieces in `pieces.run_order`, then every one's training
         cases, any beside any other (see grader/runner/schedule.py's Grading)."""
+        if ids.start:  # the first wave's was dropped as the batch began
+            self.cache.drop()
         paths = [self.klass.paths[i] for i in ids]
         list(pool.map(self.stage, ids, paths))
         for piece in run_order(list(PIECES)):

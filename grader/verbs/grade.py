@@ -1,12 +1,13 @@
 """`grade [PIECE...]`: grade a submission folder piece by piece, each in its own process."""
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from grader.core import datasets
+from grader.core import datasets, pagecache
 from grader.core.host import StartError
 from grader.core.pieces import PIECES
 from grader.runner import layout, report
@@ -29,6 +30,20 @@ def grader_failed(message: str, fmt: str, out: Path | None, echo) -> int:
     return 2
 
 
+def page_cache_kept() -> str | None:
+    """Where the graded cases run on a self-hosted runner, which keeps its machine from one push to the next: the
+    page cache dropped first (an earlier push's workers could have left bits in it for this one's), or why no score
+    may be posted. A runner declared a new machine for every job (ATTNLAB_FRESH_RUNNER=1) has nothing to drop."""
+    if not layout.current().sealed or os.environ.get("RUNNER_ENVIRONMENT") != "self-hosted" or pagecache.fresh_machine():
+        return None
+    why = pagecache.drop()
+    if why is None:
+        return None
+    return (f"this self-hosted runner could not drop its page cache ({why}), through which an earlier push's workers "
+            "could pass bits to this one's: install the helper as the autograder's SETUP.md says, or set "
+            f"{pagecache.FRESH_ENV}=1 in the runner's environment if every job gets a new machine. No score is posted.")
+
+
 def main(
     *, submission: Path, pieces: list[str], fmt: str, seed: str | None, limits: Limits, out: Path | None = None,
     echo=print, plots: Path | None = None, label: str | None = None,
@@ -36,6 +51,9 @@ def main(
     """Grade and print (or write) the report; returns the exit code: 0 all passed, 1 some failed."""
     seed = resolve_seed(seed)
     selected = pieces or list(PIECES)
+    kept = page_cache_kept()
+    if kept:
+        return grader_failed(kept, fmt, out, echo)
     start = time.perf_counter()
     first = start_server()  # it warms while the data is checked and the submission staged
     try:

@@ -4,10 +4,12 @@ ROUNDS times (a hidden seed of its own each time) beside two other full grades o
     python bench/load.py                 # 20 rounds (about an hour on 2 cores)
     python bench/load.py --rounds 3      # a quick look
     python bench/load.py --grades 0 --hogs 0    # the same on a quiet machine
+    python bench/load.py --only print --rounds 40  # the sources whose name holds "print"
 
 Prints the calibration line first (bench.py's), the machine's load average at the start and the end, then one row per
-source: how often it kept the no-loop points, and how often any of its cases was timed out. Honest code should keep
-them every time and meet no timeout; every loop should lose them every time. Nothing here is asserted: the slow test
+source: how often it kept the no-loop points, and how often any of its cases was timed out, and then the message of
+every grade that went against its kind. Honest code should keep them every time and meet no timeout; every loop
+should lose them every time. Nothing here is asserted: the slow test
 tests/redteam/test_short_side.py keeps a few of these.
 """
 from __future__ import annotations
@@ -42,20 +44,21 @@ def sources() -> tuple[dict[str, str], dict[str, str]]:
     return honest, loops
 
 
-def outcome(report: dict) -> tuple[bool, bool]:
-    """(whether the no-loop case passed, whether any case of the piece was timed out)."""
+def outcome(report: dict) -> tuple[bool, bool, str]:
+    """(whether the no-loop case passed, whether any case of the piece was timed out, the no-loop case's message)."""
     cases = next(p["cases"] for p in report["pieces"] if p["name"] == "context")
-    passed = next(c["passed"] for c in cases if c["name"] == test_loops.NO_LOOP)
-    return passed, any("timed out" in (c.get("message") or "") for c in cases)
+    case = next(c for c in cases if c["name"] == test_loops.NO_LOOP)
+    return case["passed"], any("timed out" in (c.get("message") or "") for c in cases), case.get("message") or ""
 
 
-def main(*, rounds: int, grades: int, hogs: int) -> None:
+def main(*, rounds: int, grades: int, hogs: int, only: str = "") -> None:
     from interleave import calibration_line
 
     print(calibration_line(), flush=True)
-    honest, loops = sources()
+    honest, loops = ({k: v for k, v in table.items() if only in k} for table in sources())
     every = {**honest, **loops}
     counts = {name: [0, 0] for name in every}  # kept the points, met a timeout
+    against: list[str] = []  # honest code that lost the points, a loop that kept them: what the grade said
     limits = Limits(quick=True)  # `grade --quick`'s own limits
     with tempfile.TemporaryDirectory(prefix="attnlab-load-") as tmp:
         subs = {name: make_submission(Path(tmp) / f"s{i}", files={"context": text})
@@ -66,7 +69,10 @@ def main(*, rounds: int, grades: int, hogs: int) -> None:
                   f"{os.getloadavg()[0]:.1f} at the start", flush=True)
             for r in range(rounds):
                 for name, sub in subs.items():
-                    passed, timed_out = outcome(grade_dict(sub, ["context"], limits=limits, seed=f"load-{r}-{name}"))
+                    passed, timed_out, message = outcome(grade_dict(sub, ["context"], limits=limits,
+                                                                    seed=f"load-{r}-{name}"))
+                    if passed != (name in honest):
+                        against.append(f"round {r + 1}, {name}: {message or 'passed'}")
                     counts[name][0] += passed
                     counts[name][1] += timed_out
                 print(f"round {r + 1}/{rounds} done, {time.monotonic() - start:.0f} s, load average "
@@ -77,6 +83,7 @@ def main(*, rounds: int, grades: int, hogs: int) -> None:
         print(f"{name:<{width}}  {kept:>4}  {timed_out:>9}")
     honest_kept = sum(counts[n][0] for n in honest)
     loops_kept = sum(counts[n][0] for n in loops)
+    print("\n" + "\n".join(against) if against else "\nno grade went against its kind")
     print(f"\nhonest: kept {honest_kept} of {rounds * len(honest)}; loops: kept {loops_kept} of {rounds * len(loops)}; "
           f"timed out: {sum(c[1] for c in counts.values())}")
 
@@ -86,5 +93,6 @@ if __name__ == "__main__":
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--grades", type=int, default=2, help="full grades of the reference running beside, each in a loop")
     ap.add_argument("--hogs", type=int, default=2, help="busy loops beside")
+    ap.add_argument("--only", default="", help="only the sources whose name holds this")
     args = ap.parse_args()
-    main(rounds=args.rounds, grades=args.grades, hogs=args.hogs)
+    main(rounds=args.rounds, grades=args.grades, hogs=args.hogs, only=args.only)

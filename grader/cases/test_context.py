@@ -83,13 +83,13 @@ PAIRS, ROUNDS = 3, 4  # calls at each probe per round; rounds at most, while a m
 # The limits, on the student's time as a multiple of bmm's (`ratio`), from the least of each time over the calls so
 # far at one probe (below: passes, above: fails, in between: measured again, and after the last round the middle
 # decides). The chain's middle is higher: its products are small beside its own work (the wire, the permutations),
-# whose noise carries an honest call's figure up to about 2 (a numpy loop's: 7 to 12).
+# whose noise carries an honest call's figure up to about 2 (a numpy loop's: 6 to 7, a torch loop's: 16 to 21).
 # tests/redteam/test_loops.py has what they were chosen from.
 RATIO = {"single": (2.0, 3.0, 8.0), "chain": (2.0, 4.0, 8.0)}
 # CPU seconds of a call's own cost (checks, a print of a shape) not counted against it: one call's at most, and a chained
 # call's as measured at the chain's base shape, up to this
 PER_CALL = 0.0005
-PRINTING = 0.002  # a chained call's at most where the student's code printed (a tensor's print costs about 0.6 ms)
+PRINTING = 0.002  # a chained call's at most where the student's code printed (a brief tensor print: about 0.25 ms)
 BOUND = {"single": 4.0, "chain": 1.0}  # bmm's time counts for at most this many times the judge's own (here_time)
 EARLY = 1.5  # below this after any pair of calls (and bmm under its bound), a round ends at once: it passes
 CALL_LIMIT = 2.5  # seconds one timed call may take before it is stopped (a torch loop takes about 1 s)

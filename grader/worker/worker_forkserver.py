@@ -36,7 +36,7 @@ def _warm(trains: bool = True) -> list[str]:
 
     from grader import ROOT
     # no lab module: a piece that needs one is sent its source
-    from grader.worker import jail, runtime, wire  # noqa: F401
+    from grader.worker import chain, jail, runtime, wire  # noqa: F401
 
     runtime.lab_package()
 
@@ -54,8 +54,6 @@ def _warm(trains: bool = True) -> list[str]:
     torch.zeros(2).sum()
     # the chain's first run pays numpy's generator and torch's first index_select (about 16 ms of CPU): here, once,
     # rather than in the first bmm chain the context's no-loop case times
-    from grader.worker import chain
-
     chain.run(runtime._bmm_context, torch.ones(2, 3), torch.ones(2, 3, 1), 2, 0)
     gc.freeze()  # as the judges' server does: a worker's collections need not walk torch's object graph
     return readable_paths(ROOT)
